@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs the test suite. Without a GPU, generated kernels run on the CPU
+# through Triton's interpreter (TRITON_INTERPRET=1). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+if ! .venv/bin/python -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+  export TRITON_INTERPRET=1
+fi
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

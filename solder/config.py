@@ -1,0 +1,85 @@
+"""Solder's settings: one typed object, passed explicitly through a compile.
+
+Every field can be set three ways, later ones winning: the defaults below, a ``SOLDER_<FIELD>``
+environment variable (upper-case field name), and ``torch.compile(..., options={...})``.
+Fields marked ``codegen=True`` in their metadata change generated code and feed cache keys.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
+
+
+def _setting(default: Any, doc: str, codegen: bool = False):
+    return field(default=default, metadata={"doc": doc, "codegen": codegen})
+
+
+@dataclass(frozen=True)
+class Config:
+    debug_dir: Optional[str] = _setting(None, "dump every stage of every graph under this folder")
+    fuse: bool = _setting(True, "group nodes into shared kernels (off: one kernel per buffer)", True)
+    persistent_reduction_max: int = _setting(
+        16384, "rows up to this many elements are reduced in registers, in one pass", True)
+    inline_max_ops: int = _setting(
+        48, "a pointwise value read by several consumers is recomputed in each only if its "
+        "expression has at most this many operations; above it becomes a buffer", True)
+    autotune: bool = _setting(True, "time a few launch configs per kernel on first call (GPU only)")
+    check_input_layouts: bool = _setting(
+        True, "check at each call that inputs have the strides the graph was compiled for")
+    cache_dir: Optional[str] = _setting(None, "on-disk cache folder (default: under ~/.cache/solder)")
+    cache: bool = _setting(True, "use the on-disk cache")
+    debug_eager: bool = _setting(
+        False, "run the captured, decomposed graphs op by op through ATen instead of codegen "
+        "(the solder_debug backend): places a wrong result in capture or in codegen")
+    decompose: bool = _setting(True, "apply Solder's decomposition table during capture", True)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    def replace(self, **changes: Any) -> "Config":
+        unknown = set(changes) - set(self.field_names())
+        if unknown:
+            raise ValueError(
+                f"unknown Solder option(s) {sorted(unknown)}; known: {self.field_names()}")
+        return dataclasses.replace(self, **{k: _coerce(self, k, v) for k, v in changes.items()})
+
+    def codegen_key(self) -> tuple:
+        """The settings that change generated code, for cache keys."""
+        return tuple((f.name, getattr(self, f.name)) for f in fields(self) if f.metadata["codegen"])
+
+
+def _coerce(cfg: Config, name: str, value: Any) -> Any:
+    current = next(f for f in fields(cfg) if f.name == name)
+    kind = current.type if isinstance(current.type, type) else None
+    if isinstance(value, str):
+        default = current.default
+        if isinstance(default, bool):
+            low = value.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(f"option {name}: expected a boolean, got {value!r}")
+        if isinstance(default, int):
+            return int(value)
+    del kind
+    return value
+
+
+def from_env(base: Optional[Config] = None) -> Config:
+    cfg = base or Config()
+    env = {}
+    for name in Config.field_names():
+        var = "SOLDER_" + name.upper()
+        if var in os.environ:
+            env[name] = os.environ[var]
+    return cfg.replace(**env) if env else cfg
+
+
+def resolve(options: Optional[dict] = None) -> Config:
+    """Defaults, then SOLDER_* environment variables, then ``options``."""
+    cfg = from_env()
+    return cfg.replace(**options) if options else cfg
