@@ -1,0 +1,16 @@
+"""Solder: a compiler for PyTorch programs.
+
+    torch.compile(model, backend="solder")           # registered through an entry point
+    torch.compile(model, backend=solder.backend, options={"debug_dir": "dump"})
+    print(solder.explain(fn, *args))                  # kernels, library calls, fallbacks
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .backend import solder_backend as backend  # noqa: E402
+from .backend import solder_debug_backend as debug_backend  # noqa: E402
+from .config import Config  # noqa: E402
+from .explain import Report, explain  # noqa: E402
+
+__all__ = ["backend", "debug_backend", "explain", "Report", "Config", "__version__"]

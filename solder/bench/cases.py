@@ -1,0 +1,193 @@
+"""Benchmark cases. Each builds a Workload on a device: the function handed to torch.compile, its
+random inputs, which leaves get gradients (a training step) and, for memory-bound cases, the
+fewest bytes any implementation must move, from which achieved GB/s is computed.
+
+Minimal bytes count each input element read once and each output element written once. For a
+scatter, elements of the base that the scattered region overwrites need not be read, but only
+where they fill whole 32-byte sectors: a strided region (every other element, one column of a
+row) still costs a full read of the base.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+
+# (rtol, atol as a fraction of max |expected|) per output dtype; see check_close.
+DEFAULT_TOLERANCE = {
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (2e-3, 1e-3),
+    torch.bfloat16: (1.6e-2, 1e-2),
+}
+
+
+@dataclass
+class Workload:
+    fn: Callable                     # what torch.compile wraps
+    inputs: tuple                    # random (never zeros), on the benchmark device
+    grad_leaves: tuple = ()          # non-empty: fn returns a loss; one call = forward + backward
+    min_bytes: Optional[int] = None  # memory-bound cases: least bytes moved per call
+    tolerance: Optional[tuple[float, float]] = None  # overrides DEFAULT_TOLERANCE
+
+    def step(self, f: Callable):
+        """One call of ``f`` (``fn`` itself or a compiled version) as the benchmark times it;
+        returns the outputs to check: fn's result, or the loss and gradients."""
+        if not self.grad_leaves:
+            with torch.no_grad():
+                return f(*self.inputs)
+        for leaf in self.grad_leaves:
+            leaf.grad = None
+        loss = f(*self.inputs)
+        loss.backward()
+        return (loss.detach(),) + tuple(leaf.grad for leaf in self.grad_leaves)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    description: str
+    build: Callable[[torch.device, bool], Workload]  # (device, quick) -> Workload
+    bytes_formula: str = ""                         # how min_bytes is counted; "" if not memory-bound
+    needs: tuple[str, ...] = field(default=())      # packages; a case whose package is missing is skipped
+
+    def missing(self) -> list[str]:
+        return [p for p in self.needs if importlib.util.find_spec(p) is None]
+
+
+def check_close(actual, expected, tolerance: Optional[tuple[float, float]] = None) -> None:
+    """Raises AssertionError unless every tensor in ``actual`` matches ``expected`` (nested
+    tuples/lists/dicts of tensors). The absolute tolerance scales with the largest expected
+    magnitude of each tensor, so tiny gradients and large logits are judged alike."""
+    got, want = _leaves(actual), _leaves(expected)
+    if len(got) != len(want):
+        raise AssertionError(f"{len(got)} outputs, expected {len(want)}")
+    for i, (a, e) in enumerate(zip(got, want)):
+        if not isinstance(e, torch.Tensor):  # None (a parameter without gradient), a number
+            if a != e:
+                raise AssertionError(f"output {i}: got {a!r}, expected {e!r}")
+            continue
+        rtol, atol_frac = tolerance or DEFAULT_TOLERANCE.get(e.dtype, (0.0, 0.0))
+        scale = e.detach().abs().max().item() if e.numel() and e.is_floating_point() else 0.0
+        try:
+            torch.testing.assert_close(a, e, rtol=rtol, atol=atol_frac * scale)
+        except (AssertionError, TypeError, ValueError) as err:
+            raise AssertionError(f"output {i} {tuple(e.shape)} {e.dtype}: {err}") from None
+
+
+def _leaves(x) -> list:
+    if isinstance(x, (tuple, list)):
+        return [leaf for item in x for leaf in _leaves(item)]
+    if isinstance(x, dict):
+        return [leaf for key in sorted(x) for leaf in _leaves(x[key])]
+    return [x]
+
+
+def _randn(*shape, device, dtype=torch.float32):
+    return torch.randn(*shape, device=device, dtype=dtype)
+
+
+# ---- memory-bound cases ------------------------------------------------------------------------
+
+def gelu_chain(device, quick):
+    n = 2**12 if quick else 2**27
+    x = _randn(n, device=device)
+    return Workload(lambda x: torch.tanh(torch.sigmoid(F.gelu(x)) * 2), (x,), min_bytes=2 * 4 * n)
+
+
+def layernorm(device, quick):
+    m, n = (32, 256) if quick else (16384, 4096)
+    x, w, b = _randn(m, n, device=device), _randn(n, device=device), _randn(n, device=device)
+    return Workload(lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b), (x, w, b),
+                    min_bytes=4 * (2 * m * n + 2 * n))
+
+
+def _rmsnorm_residual(x, res, w, eps: float = 1e-6):
+    h = x + res
+    y = (h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+    return y, h
+
+
+def rmsnorm_residual(device, quick):
+    m, n = (32, 256) if quick else (16384, 4096)
+    bf16 = torch.bfloat16
+    x, res = _randn(m, n, device=device, dtype=bf16), _randn(m, n, device=device, dtype=bf16)
+    w = _randn(n, device=device, dtype=bf16)
+    return Workload(_rmsnorm_residual, (x, res, w), min_bytes=2 * (4 * m * n + n))
+
+
+def softmax(device, quick):
+    m, n = (32, 512) if quick else (16384, 8192)
+    x = _randn(m, n, device=device, dtype=torch.bfloat16)
+    return Workload(lambda x: x.softmax(-1, dtype=torch.float32).to(torch.bfloat16), (x,),
+                    min_bytes=2 * 2 * m * n)
+
+
+def cross_entropy(device, quick):
+    n, v = (32, 512) if quick else (8192, 32000)
+    logits = _randn(n, v, device=device, dtype=torch.bfloat16).requires_grad_()
+    target = torch.randint(0, v, (n,), device=device)
+    return Workload(lambda logits, target: F.cross_entropy(logits, target), (logits, target),
+                    grad_leaves=(logits,), min_bytes=2 * 2 * n * v + 8 * n)
+
+
+def as_strided_scatter(device, quick):
+    n = 2**12 if quick else 2**26
+    a, b = _randn(n, device=device), _randn(n // 2, device=device)
+    fn = lambda a, b: torch.as_strided_scatter(a * 8 + 10, b * 2 - 4,  # noqa: E731
+                                               size=(a.numel() // 2,), stride=(2,))
+    return Workload(fn, (a, b), min_bytes=4 * (n + n // 2 + n))
+
+
+def slice_scatter(device, quick):
+    r, c = (64, 64) if quick else (8192, 8192)
+    a, b = _randn(r, c, device=device), _randn(r, c // 2, device=device)
+    fn = lambda a, b: torch.slice_scatter(a * 3 + 1, b.sigmoid(), dim=1,  # noqa: E731
+                                          start=c // 4, end=c // 4 + c // 2)
+    return Workload(fn, (a, b), min_bytes=4 * (r * c // 2 + r * c // 2 + r * c))
+
+
+def select_scatter(device, quick):
+    r, c = (256, 16) if quick else (2**20, 64)
+    a, b = _randn(r, c, device=device), _randn(r, device=device)
+    fn = lambda a, b: torch.select_scatter(a * 2 + 1, b.sigmoid(), dim=1, index=7)  # noqa: E731
+    return Workload(fn, (a, b), min_bytes=4 * (r * c + r + r * c))
+
+
+def index_put(device, quick):
+    r, c = (256, 16) if quick else (2**20, 64)
+    m = r // 4
+    a, v = _randn(r, c, device=device), _randn(m, c, device=device)
+    idx = torch.randperm(r, device=device)[:m]  # distinct rows: the result is deterministic
+    fn = lambda a, idx, v: torch.index_put(a * 2 - 1, (idx,), v + 1)  # noqa: E731
+    return Workload(fn, (a, idx, v), min_bytes=4 * ((r - m) * c + m * c + r * c) + 8 * m)
+
+
+MEMORY_CASES = [
+    Case("gelu_chain", "tanh(sigmoid(gelu(x)) * 2), x fp32 2**27", gelu_chain,
+         "read x + write y: 2 * 4n"),
+    Case("layernorm", "F.layer_norm 16384x4096 fp32 with weight and bias", layernorm,
+         "read x + write y + read w, b: 4 * (2mn + 2n)"),
+    Case("rmsnorm_residual", "h = x + res; y = rmsnorm(h) * w; returns y, h; bf16 16384x4096",
+         rmsnorm_residual, "read x, res + write y, h + read w: 2 * (4mn + n)"),
+    Case("softmax", "x.softmax(-1, dtype=fp32).to(bf16), 16384x8192 bf16", softmax,
+         "read x + write y: 2 * 2mn"),
+    Case("cross_entropy", "F.cross_entropy forward + backward, 8192x32000 bf16 logits",
+         cross_entropy, "read logits + write grad + read targets: 2 * 2nv + 8n"),
+    Case("as_strided_scatter", "as_strided_scatter(a*8+10, b*2-4, (n/2,), (2,)), n = 2**26 fp32",
+         as_strided_scatter, "read a (strided region: whole) + read b + write out: 4 * 2.5n"),
+    Case("slice_scatter", "slice_scatter(a*3+1, sigmoid(b), dim=1, middle half), 8192x8192 fp32",
+         slice_scatter, "read a outside the slice + read b + write out: 4 * (rc/2 + rc/2 + rc)"),
+    Case("select_scatter", "select_scatter(a*2+1, sigmoid(b), dim=1, index=7), 2**20x64 fp32",
+         select_scatter, "read a (one column: whole rows) + read b + write out: 4 * (2rc + r)"),
+    Case("index_put", "index_put(a*2-1, (idx,), v+1), a 2**20x64 fp32, 2**18 distinct rows",
+         index_put, "read a outside the rows + read v + read idx + write out: "
+         "4 * ((r-m)c + mc + rc) + 8m"),
+]
+
+
+def all_cases() -> list[Case]:
+    from solder.bench.models import MODEL_CASES
+    return MEMORY_CASES + MODEL_CASES

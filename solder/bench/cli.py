@@ -1,0 +1,156 @@
+"""``python -m solder bench``: eager, inductor and Solder side by side in one process.
+
+    python -m solder bench [--cases a,b] [--backends eager,inductor,solder] [--json out.json]
+                           [--quick] [--warmup MS] [--rep MS] [--list]
+
+Progress goes to stderr as cases run; the tables go to stdout at the end, the same results to
+--json. Without a GPU the run is --quick (toy sizes, kernels in Triton's interpreter, CPU
+clock); it is a smoke test, not a measurement. Exit status: 0, or 1 when some backend gave a
+wrong result or raised, 2 for bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from typing import Iterator, Optional
+
+DEFAULT_BACKENDS = "eager,inductor,solder"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m solder bench",
+                                description="eager, inductor and Solder side by side")
+    p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    p.add_argument("--backends", default=DEFAULT_BACKENDS,
+                   help="comma-separated: eager, inductor, solder or any Dynamo backend name")
+    p.add_argument("--json", metavar="PATH", help="also write the results here as JSON")
+    p.add_argument("--quick", action="store_true",
+                   help="toy sizes of every case (implied without a GPU)")
+    p.add_argument("--warmup", type=float, default=None, help="warm-up per timing, ms")
+    p.add_argument("--rep", type=float, default=None, help="timed repetitions per timing, ms")
+    p.add_argument("--list", action="store_true", help="list the cases and exit")
+    return p.parse_args(argv)
+
+
+@contextlib.contextmanager
+def cold_cache_environment(device_type: str) -> Iterator[None]:
+    """Cold compiles for the run, everything restored afterwards: PyTorch's compile caches
+    forced off (``torch.compiler.config.force_disable_caches``, which Inductor obeys; the
+    environment variable TORCHINDUCTOR_FORCE_DISABLE_CACHES too, for compile workers), and
+    fresh, empty cache folders for Inductor and Triton so that no kernel binary from an earlier
+    run is reused. Without a GPU, Triton runs interpreted."""
+    import torch
+
+    scratch = tempfile.mkdtemp(prefix="solder-bench-")
+    changes = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
+               "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+               "TRITON_CACHE_DIR": os.path.join(scratch, "triton")}
+    if device_type != "cuda":
+        changes["TRITON_INTERPRET"] = os.environ.get("TRITON_INTERPRET", "1")
+    saved = {k: os.environ.get(k) for k in changes}
+    os.environ.update(changes)
+    try:
+        with _caches_off(torch), warnings.catch_warnings():
+            # Dynamo warns at every compile that this setting turns its profile cache off.
+            warnings.filterwarnings("ignore", message=".*force_disable_caches")
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _caches_off(torch):
+    config = getattr(torch.compiler, "config", None)
+    if config is None or not hasattr(config, "force_disable_caches"):  # older torch: env only
+        return contextlib.nullcontext()
+    return config.patch(force_disable_caches=True)
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _select(cases, wanted: str):
+    if not wanted:
+        return cases, []
+    by_name = {c.name: c for c in cases}
+    names = [n.strip() for n in wanted.split(",") if n.strip()]
+    return [by_name[n] for n in names if n in by_name], [n for n in names if n not in by_name]
+
+
+def _meta(device, quick: bool, warmup: float, rep: float) -> dict:
+    import torch
+    try:
+        import triton
+        triton_version: Optional[str] = triton.__version__
+    except ImportError:
+        triton_version = None
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return {"device": name, "torch": torch.__version__, "triton": triton_version,
+            "python": sys.version.split()[0], "quick": quick, "warmup_ms": warmup,
+            "rep_ms": rep, "timer": "triton.testing.do_bench median" if device.type == "cuda"
+            else "time.perf_counter median"}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    import torch
+
+    from solder.bench.cases import all_cases
+    from solder.bench.report import RunResult, format_report
+    from solder.bench.runner import Settings, run_case, warm_up_process
+    from solder.bench.timing import copy_ceiling
+
+    cases, unknown = _select(all_cases(), args.cases)
+    if args.list:
+        for c in all_cases():
+            print(f"{c.name:<20} {c.description}")
+        return 0
+    if unknown:
+        _log(f"unknown case(s): {', '.join(unknown)}; see --list")
+        return 2
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not backends:
+        _log("no backends given")
+        return 2
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    quick = args.quick or device.type != "cuda"
+    if quick and not args.quick:
+        _log("no GPU: running --quick (toy sizes; a smoke test, not a measurement)")
+    warmup = args.warmup if args.warmup is not None else (2 if quick else 25)
+    rep = args.rep if args.rep is not None else (10 if quick else 100)
+    settings = Settings(device, quick, warmup, rep)
+
+    with cold_cache_environment(device.type):
+        torch.manual_seed(0)
+        _log(f"copy ceiling on {device.type} ...")
+        ceiling = copy_ceiling(device, 2**30 if device.type == "cuda" else 2**26, warmup, rep)
+        _log(f"  {ceiling['gbs']:.0f} GB/s")
+        run = RunResult(_meta(device, quick, warmup, rep), ceiling, backends=backends)
+        _log("warming up the compilers on a trivial function ...")
+        warm_up_process(backends, device, _log)
+        for i, case in enumerate(cases, 1):
+            _log(f"[{i}/{len(cases)}] {case.name}: {case.description}")
+            torch.manual_seed(0)
+            run.cases.append(run_case(case, backends, settings, _log))
+
+    print(format_report(run))
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(run.to_json() + "\n")
+        _log(f"wrote {args.json}")
+    return 1 if run.any_wrong() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

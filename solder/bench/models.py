@@ -1,0 +1,99 @@
+"""Model cases: real architectures built from configs with random weights (nothing is
+downloaded). With ``quick`` each is shrunk to a toy size that the CPU interpreter can run."""
+from __future__ import annotations
+
+import torch
+
+from solder.bench.cases import Case, Workload
+
+# Whole networks in half precision accumulate rounding differently under fusion; judge them by
+# 5% of each output's largest magnitude rather than per-op tolerances.
+MODEL_TOLERANCE = (5e-2, 5e-2)
+
+
+def gpt2(device, quick):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    if quick:
+        config = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=128,
+                            bos_token_id=0, eos_token_id=0)
+        batch, seq = 2, 16
+    else:
+        config = GPT2Config()  # the 124M model: 12 layers, 768 wide, 12 heads, vocab 50257
+        batch, seq = 8, 512
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config).to(device=device, dtype=torch.bfloat16).eval()
+    ids = torch.randint(0, config.vocab_size, (batch, seq), device=device)
+
+    def forward(ids):
+        return model(input_ids=ids, use_cache=False).logits
+
+    return Workload(forward, (ids,), tolerance=MODEL_TOLERANCE)
+
+
+def llama_train(device, quick):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if quick:
+        sizes = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=4, intermediate_size=176, vocab_size=512,
+                     max_position_embeddings=128)
+        batch, seq = 2, 32
+    else:
+        sizes = dict(hidden_size=1024, num_hidden_layers=8, num_attention_heads=16,
+                     num_key_value_heads=16, intermediate_size=2816, vocab_size=32000,
+                     max_position_embeddings=2048)
+        batch, seq = 4, 1024
+    config = LlamaConfig(**sizes)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).to(device=device, dtype=torch.bfloat16).train()
+    ids = torch.randint(0, config.vocab_size, (batch, seq), device=device)
+    labels = torch.randint(0, config.vocab_size, (batch, seq), device=device)
+
+    def loss(ids, labels):
+        return model(input_ids=ids, labels=labels, use_cache=False).loss
+
+    params = tuple(p for p in model.parameters() if p.requires_grad)
+    return Workload(loss, (ids, labels), grad_leaves=params, tolerance=MODEL_TOLERANCE)
+
+
+def resnet50(device, quick):
+    import torchvision
+
+    batch, side = (2, 64) if quick else (64, 224)
+    # fp16 convolutions on the CPU are slow or missing; the smoke test runs fp32 there.
+    dtype = torch.float16 if device.type == "cuda" else torch.float32
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).to(device)
+    x = torch.randn(batch, 3, side, side, device=device)
+    _calibrate_batchnorm(model, x)
+    model = model.to(dtype=dtype, memory_format=torch.channels_last).eval()
+    x = x.to(dtype=dtype).contiguous(memory_format=torch.channels_last)
+
+    def forward(x):
+        return model(x)
+
+    return Workload(forward, (x,), tolerance=MODEL_TOLERANCE)
+
+
+def _calibrate_batchnorm(model: torch.nn.Module, x: torch.Tensor) -> None:
+    # Random weights with the default running statistics (mean 0, var 1) let activations grow
+    # block after block, towards fp16 overflow. One forward pass in train mode with a cumulative
+    # average stores this batch's statistics, so the eval-mode network stays normalized.
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.reset_running_stats()
+            m.momentum = None
+    model.train()
+    with torch.no_grad():
+        model(x)
+
+
+MODEL_CASES = [
+    Case("gpt2", "transformers GPT2LMHeadModel 124M, bf16 inference, batch 8x512", gpt2,
+         needs=("transformers",)),
+    Case("llama_train", "transformers LlamaForCausalLM 1024 wide, 8 layers, bf16 training step "
+         "(forward + loss + backward), batch 4x1024", llama_train, needs=("transformers",)),
+    Case("resnet50", "torchvision resnet50, fp16 channels_last inference, batch 64", resnet50,
+         needs=("torchvision",)),
+]

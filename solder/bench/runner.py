@@ -1,0 +1,159 @@
+"""Runs one case on every backend: eager first (the reference), then each compiler from a clean
+Dynamo state: cold first call (compile included), check against eager, steady-state timing,
+kernel counts. A backend whose output is wrong is marked FAILED and not timed."""
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from solder.bench import timing
+from solder.bench.cases import Case, Workload, check_close
+from solder.bench.report import ERROR, FAILED, SKIPPED, BackendResult, CaseResult
+
+# torch.compile options per backend that turn its on-disk caches off, so that the first call
+# measures a cold compile. Inductor's caches are turned off for the whole run instead, through
+# torch.compiler.config (see cli.cold_cache_environment).
+COLD_OPTIONS = {"solder": {"cache": False}}
+
+
+@dataclass(frozen=True)
+class Settings:
+    device: torch.device
+    quick: bool
+    warmup_ms: float
+    rep_ms: float
+
+
+def compile_for(fn: Callable, backend: str) -> Callable:
+    """``torch.compile(fn, backend=backend)`` with the backend's cold-cache options."""
+    return torch.compile(fn, backend=_resolve(backend), options=COLD_OPTIONS.get(backend))
+
+
+def _resolve(backend: str):
+    # An installed Solder registers "solder" with Dynamo through an entry point; a bare checkout
+    # on PYTHONPATH does not, so fall back to the backend function itself.
+    if backend != "solder" or backend in torch._dynamo.list_backends(exclude_tags=()):
+        return backend
+    from solder.backend import solder_backend
+    return solder_backend
+
+
+def solder_kernel_count(work: Workload) -> int | None:
+    """Kernels Solder generates for the workload, from ``solder.explain``; None where the
+    report (or explain itself) is not available."""
+    try:
+        import solder
+        torch._dynamo.reset()
+        if work.grad_leaves:
+            report = solder.explain(work.fn, *work.inputs)
+        else:
+            with torch.no_grad():
+                report = solder.explain(work.fn, *work.inputs)
+        return int(report.kernel_count)
+    except Exception:
+        return None
+    finally:
+        torch._dynamo.reset()
+
+
+def run_case(case: Case, backends: list[str], settings: Settings,
+             log: Callable[[str], None]) -> CaseResult:
+    result = CaseResult(case.name, bytes_formula=case.bytes_formula)
+    missing = case.missing()
+    if missing:
+        result.status, result.detail = SKIPPED, f"needs {', '.join(missing)} (not installed)"
+        log(f"{case.name}: skipped: {result.detail}")
+        return result
+    try:
+        work = case.build(settings.device, settings.quick)
+        result.min_bytes = work.min_bytes
+        expected = work.step(work.fn)
+        timing.synchronize(settings.device)
+        _check_finite(expected)
+    except Exception as err:
+        result.status, result.detail = ERROR, f"eager reference: {_brief(err)}"
+        log(f"{case.name}: {result.detail}")
+        _release(settings.device)
+        return result
+    for name in backends:
+        log(f"{case.name} / {name}: ...")
+        result.backends[name] = _run_backend(name, work, expected, settings, log)
+    del work, expected
+    _release(settings.device)
+    return result
+
+
+def _run_backend(name: str, work: Workload, expected, settings: Settings,
+                 log: Callable[[str], None]) -> BackendResult:
+    r = BackendResult(name)
+    device = settings.device
+    try:
+        if name == "eager":
+            f = work.fn
+        else:
+            torch._dynamo.reset()
+            f = compile_for(work.fn, name)
+            out, r.compile_s = timing.cold_call(lambda: work.step(f), device)
+            log(f"  cold first call {r.compile_s:.2f} s")
+            try:
+                check_close(out, expected, work.tolerance)
+            except AssertionError as err:
+                r.status, r.detail = FAILED, f"wrong output: {_brief(err)}"
+            del out
+        if r.status != FAILED:
+            r.median_ms = timing.median_ms(lambda: work.step(f), device, settings.warmup_ms,
+                                           settings.rep_ms)
+            log(f"  median {r.median_ms:.3f} ms")
+            seen = timing.kernel_launches(lambda: work.step(f), device)
+            if seen:
+                r.launches = seen["launches"]
+                r.kernels = seen["triton_kernels"] if name == "inductor" else None
+    except Exception as err:
+        r.status, r.detail = ERROR, _brief(err)
+    finally:
+        torch._dynamo.reset()
+    if name == "solder" and r.compile_s is not None:
+        r.kernels = solder_kernel_count(work)
+    if r.status != "ok":
+        log(f"  {r.status}: {r.detail}")
+    return r
+
+
+def _check_finite(outputs) -> None:
+    items = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    for t in items:
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not torch.isfinite(t).all():
+            raise ValueError("eager output is not finite; the case's inputs need rescaling")
+
+
+def _brief(err: BaseException, limit: int = 400) -> str:
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _release(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def warm_up_process(backends: list[str], device: torch.device,
+                    log: Callable[[str], None]) -> None:
+    """Compiles a trivial function once per compiler, so that one-time process costs (imports,
+    compile worker pools, the device context) do not land in the first case's compile time.
+    Failures are ignored here; the cases report them."""
+    x = torch.randn(64, device=device)
+    for name in backends:
+        if name == "eager":
+            continue
+        try:
+            torch._dynamo.reset()
+            compile_for(lambda t: t * 2 + 1, name)(x)
+            timing.synchronize(device)
+        except Exception as err:
+            log(f"warm-up of {name} failed: {_brief(err, 200)}")
+        finally:
+            torch._dynamo.reset()

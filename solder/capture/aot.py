@@ -1,0 +1,46 @@
+"""Capture: Dynamo's graph through AOTAutograd into functional core-ATen forward/backward graphs.
+
+AOTAutograd functionalizes the graph (in-place ops on inputs become ``copy_`` into the input at the
+end, which Solder lowers to an in-place store), applies Solder's decomposition table and splits
+training graphs with the min-cut partitioner (recompute cheap pointwise work in the backward
+rather than save it). Each resulting graph goes to ``pipeline.compile_graph``.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+from ..pipeline import CompileContext, compile_graph
+from .decompositions import solder_decompositions
+from .passes import prepare_graph
+
+
+def _compiler(kind: str, ctx: CompileContext):
+    def compile_fn(gm, example_inputs):
+        prepare_graph(gm)
+        return compile_graph(gm, example_inputs, kind, ctx)
+    return compile_fn
+
+
+def _partition(joint, joint_inputs, **kwargs):
+    return min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor", **kwargs)
+
+
+@functools.lru_cache(maxsize=1)
+def _decomps():
+    return solder_decompositions()
+
+
+def make_aot_backend(ctx: CompileContext):
+    decomps = _decomps() if ctx.config.decompose else {}
+    return aot_autograd(
+        fw_compiler=_compiler("forward", ctx),
+        bw_compiler=_compiler("backward", ctx),
+        inference_compiler=_compiler("inference", ctx),
+        decompositions=decomps,
+        partition_fn=_partition,
+        keep_inference_input_mutations=True,
+    )

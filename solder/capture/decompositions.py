@@ -1,0 +1,45 @@
+"""Solder's decomposition table: what AOTAutograd rewrites into simpler ATen ops while tracing.
+
+Core ATen's table, plus the composite ops (softmax, norms, dropout, embedding backward, ...) whose
+parts Solder fuses better than a library kernel runs the whole. Ops kept whole are those that
+lower to library calls (matmul, convolution, attention) or that Solder lowers directly.
+"""
+from __future__ import annotations
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+# decomposed on top of core ATen's table
+EXTRA = [
+    aten._softmax, aten._log_softmax, aten._softmax_backward_data,
+    aten._log_softmax_backward_data, aten.native_layer_norm, aten.native_layer_norm_backward,
+    aten.native_dropout, aten.native_dropout_backward, aten.embedding_dense_backward,
+    aten.gelu, aten.gelu_backward, aten.silu, aten.silu_backward, aten.var_mean, aten.var,
+    aten.std, aten.std_mean, aten.logsumexp, aten.rms_norm,
+    aten.nll_loss_forward, aten.nll_loss_backward,
+    aten.mse_loss, aten.mse_loss_backward, aten.hardswish, aten.hardsigmoid, aten.mish,
+    aten.sigmoid_backward, aten.tanh_backward, aten.threshold_backward, aten.addcmul,
+    aten.addcdiv, aten.lerp, aten.native_group_norm, aten.native_group_norm_backward,
+    aten.native_batch_norm, aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit_no_training, aten.native_batch_norm_backward,
+    aten.leaky_relu, aten.leaky_relu_backward, aten.elu, aten.elu_backward, aten.softplus,
+    aten.softplus_backward, aten.log_sigmoid_forward, aten.log_sigmoid_backward,
+]
+
+# kept whole: they are library calls, or Solder lowers them itself
+KEEP = [
+    aten.addmm, aten.mm, aten.bmm, aten.baddbmm, aten.convolution,
+    aten.convolution_backward, aten._scaled_dot_product_flash_attention,
+    aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_cudnn_attention,
+]
+
+
+def solder_decompositions() -> dict:
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(EXTRA))
+    for packet in KEEP:
+        for name in packet.overloads():
+            table.pop(getattr(packet, name), None)
+    return table

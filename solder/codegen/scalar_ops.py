@@ -1,0 +1,238 @@
+"""The scalar-op table: how each ``call`` value is written in Triton.
+
+Each entry takes the argument expressions (strings) and their dtypes and returns an expression.
+Lowerings name ops from this table; a new scalar op is one entry here. Where Triton's interpreter
+(the CPU test path) lacks libdevice, an entry gives an equivalent formula from core ``tl`` math;
+ops with no such formula are unavailable there (``available``), and their lowerings decline.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+LD = "libdevice"
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _ld(name, portable=None):
+    def emit(args, dtypes):
+        if interpreting() and portable is not None:
+            return portable(*args)
+        return f"{LD}.{name}({', '.join(args)})"
+    return emit
+
+
+def _fmt(template):
+    return lambda args, dtypes: template.format(*args)
+
+
+def _is_int(dt):
+    return not dt.is_floating_point and dt != torch.bool
+
+
+def _floordiv(args, dtypes):
+    a, b = args
+    if _is_int(dtypes[0]):
+        q = f"({a} // {b})"
+        return f"tl.where((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0)), {q} - 1, {q})"
+    return f"tl.floor({a} / {b})"
+
+
+def _remainder(args, dtypes):
+    a, b = args
+    if _is_int(dtypes[0]):
+        r = f"({a} % {b})"
+        return f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), {r} + {b}, {r})"
+    return f"({a} - tl.floor({a} / {b}) * {b})"
+
+
+def _fmod(args, dtypes):
+    a, b = args
+    if _is_int(dtypes[0]):
+        return f"({a} % {b})"
+    return _ld("fmod", lambda x, y: f"({x} - _trunc({x} / {y}) * {y})")(args, dtypes)
+
+
+def _truncdiv(args, dtypes):
+    a, b = args
+    if _is_int(dtypes[0]):
+        return f"({a} // {b})"  # Triton's integer division truncates, like C
+    return f"_trunc({a} / {b})"
+
+
+def _abs(args, dtypes):
+    if dtypes[0] == torch.bool:
+        return args[0]
+    return f"tl.abs({args[0]})"
+
+
+def _sign(args, dtypes):
+    x = args[0]
+    if dtypes[0] == torch.bool:
+        return x
+    return f"(({x} > 0).to({x}.dtype) - ({x} < 0).to({x}.dtype))"
+
+
+def _minmax(kind):
+    def emit(args, dtypes):
+        a, b = args
+        fn = "tl.minimum" if kind == "min" else "tl.maximum"
+        if dtypes[0].is_floating_point:
+            # torch propagates NaN from either side
+            return f"tl.where(({a} != {a}) | ({b} != {b}), {a} + {b}, {fn}({a}, {b}))"
+        return f"{fn}({a}, {b})"
+    return emit
+
+
+def _fminmax(kind):
+    def emit(args, dtypes):
+        a, b = args
+        fn = "tl.minimum" if kind == "min" else "tl.maximum"
+        return f"tl.where({a} != {a}, {b}, tl.where({b} != {b}, {a}, {fn}({a}, {b})))"
+    return emit
+
+
+SCALAR_OPS = {
+    # arithmetic
+    "add": _fmt("({0} + {1})"),
+    "sub": _fmt("({0} - {1})"),
+    "mul": _fmt("({0} * {1})"),
+    "truediv": _fmt("({0} / {1})"),
+    "floordiv": _floordiv,
+    "truncdiv": _truncdiv,
+    "remainder": _remainder,
+    "fmod": _fmod,
+    "neg": _fmt("(-{0})"),
+    "abs": _abs,
+    "sign": _sign,
+    "reciprocal": _fmt("(1.0 / {0})"),
+    "square": _fmt("({0} * {0})"),
+    "maximum": _minmax("max"),
+    "minimum": _minmax("min"),
+    "fmax": _fminmax("max"),
+    "fmin": _fminmax("min"),
+    "fma": _fmt("tl.fma({0}, {1}, {2})"),
+    # exponentials and logs
+    "exp": _fmt("tl.exp({0})"),
+    "exp2": _fmt("tl.exp2({0})"),
+    "expm1": _ld("expm1", lambda x: f"(tl.exp({x}) - 1.0)"),
+    "log": _fmt("tl.log({0})"),
+    "log2": _fmt("tl.log2({0})"),
+    "log10": _ld("log10", lambda x: f"(tl.log({x}) * 0.4342944819032518)"),
+    "log1p": _ld("log1p", lambda x: f"tl.log(1.0 + {x})"),
+    "sqrt": _fmt("tl.sqrt({0})"),
+    "rsqrt": _fmt("tl.rsqrt({0})"),
+    "pow": _ld("pow", lambda x, y: f"_pow({x}, {y})"),
+    # trigonometric and hyperbolic
+    "sin": _fmt("tl.sin({0})"),
+    "cos": _fmt("tl.cos({0})"),
+    "tan": _ld("tan", lambda x: f"(tl.sin({x}) / tl.cos({x}))"),
+    "asin": _ld("asin"),
+    "acos": _ld("acos"),
+    "atan": _ld("atan"),
+    "atan2": _ld("atan2"),
+    "sinh": _ld("sinh", lambda x: f"((tl.exp({x}) - tl.exp(-{x})) * 0.5)"),
+    "cosh": _ld("cosh", lambda x: f"((tl.exp({x}) + tl.exp(-{x})) * 0.5)"),
+    "tanh": _ld("tanh", lambda x: f"_tanh({x})"),
+    "asinh": _ld("asinh", lambda x: f"_asinh({x})"),
+    "acosh": _ld("acosh", lambda x: f"tl.log({x} + tl.sqrt({x} * {x} - 1.0))"),
+    "atanh": _ld("atanh", lambda x: f"(0.5 * tl.log((1.0 + {x}) / (1.0 - {x})))"),
+    "sigmoid": _fmt("tl.sigmoid({0})"),
+    # special functions
+    "erf": _fmt("tl.erf({0})"),
+    "erfc": _ld("erfc", lambda x: f"(1.0 - tl.erf({x}))"),
+    "erfinv": _ld("erfinv"),
+    "lgamma": _ld("lgamma"),
+    "digamma": _ld("digamma"),
+    "hypot": _ld("hypot", lambda x, y: f"tl.sqrt({x} * {x} + {y} * {y})"),
+    "copysign": _ld("copysign", lambda x, y: f"tl.where(({y} < 0) | ((1.0 / {y}) < 0), -tl.abs({x}), tl.abs({x}))"),
+    "nextafter": _ld("nextafter"),
+    # rounding
+    "floor": _fmt("tl.floor({0})"),
+    "ceil": _fmt("tl.ceil({0})"),
+    "trunc": _ld("trunc", lambda x: f"_trunc({x})"),
+    "round": _ld("nearbyint", lambda x: f"_round_half_even({x})"),
+    "frac": _fmt("({0} - _trunc({0}))"),
+    # comparisons and logic
+    "eq": _fmt("({0} == {1})"),
+    "ne": _fmt("({0} != {1})"),
+    "lt": _fmt("({0} < {1})"),
+    "le": _fmt("({0} <= {1})"),
+    "gt": _fmt("({0} > {1})"),
+    "ge": _fmt("({0} >= {1})"),
+    "logical_and": _fmt("(({0} != 0) & ({1} != 0))"),
+    "logical_or": _fmt("(({0} != 0) | ({1} != 0))"),
+    "logical_xor": _fmt("(({0} != 0) ^ ({1} != 0))"),
+    "logical_not": _fmt("({0} == 0)"),
+    "bitwise_and": _fmt("({0} & {1})"),
+    "bitwise_or": _fmt("({0} | {1})"),
+    "bitwise_xor": _fmt("({0} ^ {1})"),
+    "bitwise_not": lambda a, d: f"(~{a[0]})" if d[0] != torch.bool else f"({a[0]} == 0)",
+    "lshift": _fmt("({0} << {1})"),
+    "rshift": _fmt("({0} >> {1})"),
+    "isnan": _fmt("({0} != {0})"),
+    "isinf": _fmt("(tl.abs({0}) == float('inf'))"),
+    "isfinite": _fmt("(tl.abs({0}) < float('inf'))"),
+    "signbit": _ld("signbit", lambda x: f"(({x} < 0) | ((1.0 / {x}) < 0))"),
+    "where": _fmt("tl.where({0}, {1}, {2})"),
+}
+
+# Helpers the interpreter formulas use; emitted into every kernel module.
+PRELUDE = '''
+@triton.jit
+def _trunc(x):
+    return tl.where(x >= 0, tl.floor(x), tl.ceil(x))
+
+
+@triton.jit
+def _round_half_even(x):
+    r = tl.floor(x + 0.5)
+    tie = (r - x) == 0.5
+    return tl.where(tie & ((r % 2) != 0), r - 1.0, r)
+
+
+@triton.jit
+def _tanh(x):
+    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+
+
+@triton.jit
+def _asinh(x):
+    ax = tl.abs(x)
+    r = tl.log(ax + tl.sqrt(ax * ax + 1.0))
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def _pow(x, y):
+    # real power: negative bases only for integral exponents, like torch
+    ax = tl.abs(x)
+    r = tl.exp(y * tl.log(ax))
+    yi = tl.floor(y)
+    odd = (yi == y) & ((yi - 2.0 * tl.floor(yi * 0.5)) != 0)
+    r = tl.where((x < 0) & odd, -r, r)
+    r = tl.where((x < 0) & (yi != y), float('nan'), r)
+    r = tl.where(y == 0, 1.0, r)
+    return tl.where((x == 0) & (y > 0), 0.0, r)
+'''
+
+
+def emit(name: str, args: list[str], dtypes: list[torch.dtype]) -> str:
+    return SCALAR_OPS[name](args, dtypes)
+
+
+def available(name: str) -> bool:
+    """False where the op has no implementation on this path (libdevice on the interpreter)."""
+    if name not in SCALAR_OPS:
+        return False
+    if interpreting() and name in _LIBDEVICE_ONLY:
+        return False
+    return True
+
+
+_LIBDEVICE_ONLY = frozenset({"asin", "acos", "atan", "atan2", "erfinv", "lgamma", "digamma",
+                             "nextafter"})

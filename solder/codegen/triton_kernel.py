@@ -1,0 +1,464 @@
+"""Write one scheduled kernel as a Triton function.
+
+Layout of a generated kernel:
+  pointwise:  xindex is a 1-D block of elements; every member is computed and stored once.
+  reduction:  xindex is a column of rows [XBLOCK, 1], rindex a row segment [1, RBLOCK]. Members
+              run in stages: a stage reduces what it can and stores the per-element values whose
+              inputs are ready; the next stage may use the previous stages' row results. A
+              persistent kernel holds the whole row (RBLOCK >= rnumel) and runs the stages back
+              to back with no loop, so each input element is loaded once; otherwise every stage
+              is a loop over the row.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+
+from ..ir import expr as E
+from ..ir.indexing import FloorDiv, ModIndex
+from ..schedule.fusion import Kernel
+from ..schedule.prepare import RINDEX, XINDEX
+from . import scalar_ops
+
+TL_DTYPE = {
+    torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
+    torch.float64: "tl.float64", torch.int8: "tl.int8", torch.int16: "tl.int16",
+    torch.int32: "tl.int32", torch.int64: "tl.int64", torch.uint8: "tl.uint8",
+    torch.bool: "tl.int1", torch.uint16: "tl.uint16", torch.uint32: "tl.uint32",
+    torch.uint64: "tl.uint64",
+}
+
+
+def reg_dtype(dt: torch.dtype) -> torch.dtype:
+    """Registers hold float16/bfloat16 values as float32 (eager's opmath)."""
+    return torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
+
+
+@dataclass
+class KernelSource:
+    name: str
+    source: str
+    args: list          # ordered: ("ptr", buffer_name) | ("size", symbol_name) | ("numel", "x"/"r")
+                        #          | ("seed", slot)
+    is_reduction: bool
+    persistent: bool
+    xnumel: object
+    rnumel: object
+    int64: bool
+    origins: list = field(default_factory=list)
+    rnumel_hint: int = 1
+
+
+class Printer:
+    def __init__(self, names: dict):
+        self.names = names   # symbol -> python name
+
+    def __call__(self, e) -> str:
+        e = sympy.sympify(e)
+        if e.is_Integer:
+            return str(int(e))
+        if e.is_Symbol:
+            return self.names.get(e, str(e))
+        if isinstance(e, FloorDiv):
+            return f"({self(e.args[0])} // {self(e.args[1])})"
+        if isinstance(e, ModIndex):
+            return f"({self(e.args[0])} % {self(e.args[1])})"
+        if e.is_Add:
+            terms = sorted(e.args, key=lambda t: (t.is_Integer, str(t)))
+            out = self(terms[0])
+            for t in terms[1:]:
+                c, rest = t.as_coeff_Mul()
+                if c.is_negative:
+                    out += f" - {self(-t)}"
+                else:
+                    out += f" + {self(t)}"
+            return f"({out})"
+        if e.is_Mul:
+            return "(" + " * ".join(self(a) for a in e.args) + ")"
+        if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
+            return "(" + " * ".join([self(e.base)] * int(e.exp)) + ")"
+        raise NotImplementedError(f"index expression {e}")
+
+
+class Emitter:
+    """Emits values as numbered temporaries, each common subexpression once."""
+
+    def __init__(self, gen: "KernelGen", indent: str, parent: "Emitter | None" = None):
+        self.gen = gen
+        self.indent = indent
+        self.parent = parent
+        self.cache: dict = {}
+        self.lines: list[str] = []
+        self.mask = "xmask"
+
+    def lookup(self, v):
+        e = self
+        while e is not None:
+            if v in e.cache:
+                return e.cache[v]
+            e = e.parent
+        return None
+
+    def line(self, text):
+        self.lines.append(self.indent + text)
+
+    def value(self, v: E.Value) -> str:
+        got = self.lookup(v)
+        if got is not None:
+            return got
+        for c in E.walk(v):
+            if self.lookup(c) is None:
+                self.cache[c] = self._emit(c)
+        return self.cache[v]
+
+    def _tmp(self, expr: str) -> str:
+        name = self.gen.new_tmp()
+        self.line(f"{name} = {expr}")
+        return name
+
+    def _emit(self, v: E.Value) -> str:
+        g = self.gen
+        if v.op == "load":
+            buf, index, mask, ind = v.args
+            names = dict(g.printer.names)
+            for s, iv in ind:
+                names[s] = self.value(iv)
+            idx = Printer(names)(index)
+            if not (index.free_symbols & {XINDEX, RINDEX}):
+                idx = f"{idx} + {g.zero_index(index)}"
+            m = self.mask if g.kernel.is_reduction else "xmask"
+            if mask is not None:
+                m = f"({m}) & ({self.value(mask)})"
+            ptr = g.ptr(buf)
+            expr = f"tl.load({ptr} + ({idx}), {m}, other=0)"
+            if reg_dtype(v.dtype) != v.dtype:
+                expr += ".to(tl.float32)"
+            return self._tmp(expr)
+        if v.op == "const":
+            return _literal(v.args[0], v.dtype)
+        if v.op == "index":
+            e = v.args[0]
+            s = g.printer(e)
+            if not (sympy.sympify(e).free_symbols & {XINDEX, RINDEX}):
+                s = f"{s} + {g.zero_index(e)}"
+            return self._tmp(f"({s}).to({TL_DTYPE[reg_dtype(v.dtype)]})")
+        if v.op == "rand":
+            slot, offset, kind = v.args
+            fn = {"rand": "tl.rand", "randn": "tl.randn"}[kind]
+            return self._tmp(f"{fn}({g.seed(slot)}, ({g.printer(offset)}).to(tl.uint32))")
+        if v.op == "cast":
+            return self._tmp(_cast(self.value(v.args[0]), v.args[0].dtype, v.dtype))
+        if v.op == "call":
+            name, *args = v.args
+            exprs = [self.value(a) for a in args]
+            return self._tmp(scalar_ops.emit(name, exprs, [a.dtype for a in args]))
+        if v.op == "rref":
+            return g.rref[v.args[0]]
+        raise NotImplementedError(v.op)
+
+
+def _literal(x, dtype) -> str:
+    if dtype == torch.bool:
+        return "tl.full([1], 1, tl.int1)" if x else "tl.full([1], 0, tl.int1)"
+    if dtype.is_floating_point:
+        if math.isnan(x):
+            s = "float('nan')"
+        elif math.isinf(x):
+            s = "float('inf')" if x > 0 else "float('-inf')"
+        else:
+            s = repr(float(x))
+        if reg_dtype(dtype) == torch.float64:
+            return f"tl.full([1], {s}, tl.float64)"
+        return f"tl.full([1], {s}, tl.float32)"
+    return f"tl.full([1], {int(x)}, {TL_DTYPE[dtype]})"
+
+
+def _cast(x: str, src: torch.dtype, dst: torch.dtype) -> str:
+    if dst == torch.bool:
+        return f"({x} != 0)"
+    if src == torch.bool:
+        return f"{x}.to({TL_DTYPE[reg_dtype(dst)]})"
+    if dst in (torch.float16, torch.bfloat16):
+        # round to the narrow type, keep computing in float32
+        return f"{x}.to({TL_DTYPE[dst]}).to(tl.float32)"
+    if reg_dtype(src) == reg_dtype(dst):
+        return x
+    return f"{x}.to({TL_DTYPE[reg_dtype(dst)]})"
+
+
+IDENTITY = {
+    "sum": "0", "prod": "1", "max": "float('-inf')", "min": "float('inf')", "any": "0",
+    "all": "1", "argmax": "float('-inf')", "argmin": "float('inf')",
+}
+
+
+def _identity(rtype: str, dtype: torch.dtype) -> str:
+    if rtype in ("max", "argmax") and not dtype.is_floating_point:
+        return str(torch.iinfo(dtype).min) if dtype != torch.bool else "0"
+    if rtype in ("min", "argmin") and not dtype.is_floating_point:
+        return str(torch.iinfo(dtype).max) if dtype != torch.bool else "1"
+    return IDENTITY[rtype]
+
+
+class KernelGen:
+    def __init__(self, kernel: Kernel, by_name: dict, int64: bool):
+        self.kernel = kernel
+        self.by_name = by_name
+        self.int64 = int64
+        self.args: list = []
+        self.ptr_names: dict = {}
+        self.size_names: dict = {}
+        self.seed_names: dict = {}
+        self.rref: dict = {}
+        self._tmp = 0
+        self.printer = Printer({XINDEX: "xindex", RINDEX: "rindex"})
+
+    def new_tmp(self) -> str:
+        self._tmp += 1
+        return f"t{self._tmp - 1}"
+
+    def ptr(self, buf: str) -> str:
+        target = self.by_name[buf].mutates if getattr(self.by_name[buf], "mutates", None) else buf
+        if target not in self.ptr_names:
+            self.ptr_names[target] = f"ptr_{target}"
+            self.args.append(("ptr", target))
+        return self.ptr_names[target]
+
+    def seed(self, slot: int) -> str:
+        if slot not in self.seed_names:
+            self.seed_names[slot] = f"seed{slot}"
+            self.args.append(("seed", slot))
+        return self.seed_names[slot]
+
+    def zero_index(self, e) -> str:
+        return "xindex * 0"  # gives a constant index the block's shape
+
+    def size_symbols(self, exprs):
+        for e in exprs:
+            for s in sympy.sympify(e).free_symbols:
+                if s not in (XINDEX, RINDEX) and not str(s).startswith("ind") and s not in self.size_names:
+                    self.size_names[s] = str(s)
+                    self.printer.names[s] = str(s)
+
+    def generate(self) -> KernelSource:
+        k = self.kernel
+        for p in k.prepared.values():
+            self.size_symbols([p.store_index] + E.index_exprs(p.value))
+        self.size_symbols([k.xnumel, k.rnumel])
+        body = self._body()
+        sig = []
+        for kind, what in self.args:
+            sig.append(self.ptr_names[what] if kind == "ptr" else self.seed_names[what])
+        size_args = sorted(self.size_names.values())
+        for s in size_args:
+            self.args.append(("size", s))
+        sig += size_args + ["xnumel"] + (["rnumel"] if k.is_reduction else [])
+        self.args += [("numel", "x")] + ([("numel", "r")] if k.is_reduction else [])
+        sig += ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if k.is_reduction else [])
+        header = [f"@triton.jit", f"def {k.name}({', '.join(sig)}):"]
+        origins = k.origins()
+        doc = [f"    # fuses: {', '.join(origins)}"] if origins else []
+        doc += [f"    # from: {s}" for s in k.source_lines()[:6]]
+        src = "\n".join(header + doc + body) + "\n"
+        return KernelSource(k.name, src, list(self.args), k.is_reduction, k.persistent,
+                            k.xnumel, k.rnumel, self.int64, origins)
+
+    def _body(self) -> list[str]:
+        k = self.kernel
+        ind = "    "
+        pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
+        lines = []
+        if not k.is_reduction:
+            lines += [f"{ind}xoffset = {pid} * XBLOCK",
+                      f"{ind}xindex = xoffset + tl.arange(0, XBLOCK)",
+                      f"{ind}xmask = xindex < xnumel"]
+            em = Emitter(self, ind)
+            for name, p in k.prepared.items():
+                if name in k.stores:
+                    self._store(em, p, "xmask")
+            return lines + em.lines
+        lines += [f"{ind}xoffset = {pid} * XBLOCK",
+                  f"{ind}xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
+                  f"{ind}xmask = xindex < xnumel"]
+        top = Emitter(self, ind)
+        stages = self._stages()
+        if k.persistent:
+            lines += [f"{ind}rindex = tl.arange(0, RBLOCK)[None, :]",
+                      f"{ind}rmask = rindex < rnumel"]
+            for stage in stages:
+                self._persistent_stage(top, stage)
+            return lines + top.lines
+        for stage in stages:
+            self._loop_stage(top, stage)
+        return lines + top.lines
+
+    def _stages(self):
+        """Split members into stages: a member that reads a reduction result of this kernel at
+        element level (or reduces it) goes after the stage that produces it."""
+        k = self.kernel
+        stage_of: dict = {}
+        for name, p in k.prepared.items():
+            s = 0
+            for x in E.walk(p.value):
+                if x.op == "rref":
+                    s = max(s, stage_of[x.args[0]] + 1)
+            stage_of[name] = s
+        n = max(stage_of.values(), default=0) + 1
+        return [[k.prepared[m] for m in k.prepared if stage_of[m] == i] for i in range(n)]
+
+    def _store(self, em: Emitter, p, mask: str):
+        k = self.kernel
+        if p.buffer.name not in k.stores:
+            return
+        v = em.value(p.value)
+        out_dtype = self.by_name[p.buffer.name].dtype
+        idx = self.printer(p.store_index)
+        ptr = self.ptr(p.buffer.name)
+        if not (sympy.sympify(p.store_index).free_symbols & {XINDEX, RINDEX}):
+            idx = f"{idx} + xindex * 0"
+        val = v
+        if out_dtype == torch.bool:
+            val = f"({v} != 0)"
+        else:
+            val = f"{v}.to({TL_DTYPE[out_dtype]})"
+        if p.value.op == "const":
+            val = f"tl.broadcast_to({val}, ({ptr} + ({idx})).shape)"
+        em.line(f"tl.store({ptr} + ({idx}), {val}, {mask})")
+
+    def _finalize(self, em: Emitter, p, acc: str, acc_idx: str | None):
+        rtype = p.reduction_type
+        name = self.new_tmp()
+        if rtype in ("argmax", "argmin"):
+            em.line(f"_, {name} = tl.reduce(({acc}, {acc_idx}), 1, _{rtype}_combine)")
+            em.line(f"{name} = {name}[:, None]")
+        elif rtype == "sum":
+            em.line(f"{name} = tl.sum({acc}, 1)[:, None]")
+        else:
+            em.line(f"{name} = tl.reduce({acc}, 1, _{rtype}_combine)[:, None]")
+        self.rref[p.buffer.name] = name
+        em.cache[E.Value("rref", (p.buffer.name,), p.buffer.dtype)] = name
+
+    def _masked(self, em, p, v: str) -> str:
+        dt = reg_dtype(p.value.dtype)
+        ident = _identity(p.reduction_type, dt)
+        if p.reduction_type in ("any", "all"):
+            v = f"({v} != 0).to(tl.int8)"
+        return f"tl.where(xmask & rmask, {v}, {ident})"
+
+    def _persistent_stage(self, em: Emitter, stage):
+        em.mask = "xmask & rmask"
+        for p in stage:
+            if p.reduction_type is None:
+                continue
+            v = em.value(p.value)
+            masked = em._tmp(self._masked(em, p, v))
+            idx = None
+            if p.reduction_type in ("argmax", "argmin"):
+                idx = em._tmp("rindex + xindex * 0")
+            self._finalize(em, p, masked, idx)
+        for p in stage:
+            if p.reduction_type is None:
+                self._store(em, p, "xmask & rmask" if p.level == "r" else "xmask")
+            else:
+                self._store_reduction(em, p)
+
+    def _store_reduction(self, em, p):
+        if p.buffer.name not in self.kernel.stores:
+            return
+        out_dtype = self.by_name[p.buffer.name].dtype
+        r = self.rref[p.buffer.name]
+        val = f"({r} != 0)" if out_dtype == torch.bool else f"{r}.to({TL_DTYPE[out_dtype]})"
+        idx = self.printer(p.store_index)
+        if not (sympy.sympify(p.store_index).free_symbols & {XINDEX}):
+            idx = f"{idx} + xindex * 0"
+        em.line(f"tl.store({self.ptr(p.buffer.name)} + ({idx}), {val}, xmask)")
+
+    def _loop_stage(self, top: Emitter, stage):
+        reds = [p for p in stage if p.reduction_type is not None]
+        rlevel = [p for p in stage if p.reduction_type is None and p.level == "r"]
+        xlevel = [p for p in stage if p.reduction_type is None and p.level == "x"]
+        accs = {}
+        for p in reds:
+            dt = TL_DTYPE[reg_dtype(p.value.dtype)] if p.reduction_type not in ("any", "all") \
+                else "tl.int8"
+            acc = self.new_tmp()
+            top.line(f"{acc} = tl.full([XBLOCK, RBLOCK], {_identity(p.reduction_type, reg_dtype(p.value.dtype))}, {dt})")
+            accs[p.buffer.name] = [acc]
+            if p.reduction_type in ("argmax", "argmin"):
+                ai = self.new_tmp()
+                top.line(f"{ai} = tl.full([XBLOCK, RBLOCK], 0, tl.int64)")
+                accs[p.buffer.name].append(ai)
+        if reds or rlevel:
+            top.line("for roffset in range(0, rnumel, RBLOCK):")
+            inner = Emitter(self, top.indent + "    ", parent=top)
+            inner.mask = "xmask & rmask"
+            inner.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
+            inner.line("rmask = rindex < rnumel")
+            for p in reds:
+                v = inner.value(p.value)
+                masked = inner._tmp(self._masked(inner, p, v))
+                acc = accs[p.buffer.name]
+                rt = p.reduction_type
+                if rt == "sum":
+                    inner.line(f"{acc[0]} = {acc[0]} + {masked}")
+                elif rt in ("argmax", "argmin"):
+                    inner.line(f"{acc[0]}, {acc[1]} = _{rt}_combine({acc[0]}, {acc[1]}, {masked}, "
+                               f"rindex + xindex * 0)")
+                else:
+                    inner.line(f"{acc[0]} = _{rt}_combine({acc[0]}, {masked})")
+            for p in rlevel:
+                self._store(inner, p, "xmask & rmask")
+            top.lines += inner.lines
+        for p in reds:
+            acc = accs[p.buffer.name]
+            self._finalize(top, p, acc[0], acc[1] if len(acc) > 1 else None)
+            self._store_reduction(top, p)
+        for p in xlevel:
+            self._store(top, p, "xmask")
+
+
+REDUCTION_PRELUDE = '''
+@triton.jit
+def _max_combine(a, b):
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def _min_combine(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def _prod_combine(a, b):
+    return a * b
+
+
+@triton.jit
+def _any_combine(a, b):
+    return a | b
+
+
+@triton.jit
+def _all_combine(a, b):
+    return a & b
+
+
+@triton.jit
+def _argmax_combine(a, ia, b, ib):
+    # larger value wins; NaN counts as largest; ties go to the lower index (as torch)
+    take_a = (a > b) | ((a != a) & (b == b)) | (((a == b) | ((a != a) & (b != b))) & (ia < ib))
+    return tl.where(take_a, a, b), tl.where(take_a, ia, ib)
+
+
+@triton.jit
+def _argmin_combine(a, ia, b, ib):
+    take_a = (a < b) | ((a != a) & (b == b)) | (((a == b) | ((a != a) & (b != b))) & (ia < ib))
+    return tl.where(take_a, a, b), tl.where(take_a, ia, ib)
+'''
+
+
+def generate(kernel: Kernel, by_name: dict, int64: bool) -> KernelSource:
+    return KernelGen(kernel, by_name, int64).generate()

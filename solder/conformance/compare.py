@@ -1,0 +1,176 @@
+"""Comparing what a compiled op returned with what eager returned.
+
+Every check returns ``None`` when the two agree and otherwise a one-paragraph message that says
+where they differ (``output[1]``, ``input 'weight' after the call``, ...). Three strengths:
+
+* ``values``: tensors with ``torch.testing.assert_close`` (NaNs equal; tolerances below), other
+  Python values with ``==`` (floats with the same tolerances).
+* ``distribution``: for ops with randomness: shape, dtype and device must match, and the values
+  must look drawn from the same distribution (a two-sample Kolmogorov-Smirnov test on the
+  finite values, plus the fraction of NaN/inf).
+* ``metadata``: for ops whose output is uninitialized memory (``empty``): shape, dtype, device.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import torch
+
+# Default (rtol, atol) per dtype: those of torch.testing.assert_close. The issue fixes float32 at
+# rtol 1.3e-5 / atol 1.5e-5; integers and bools must match exactly.
+DEFAULT_TOLERANCES = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1.3e-5, 1.5e-5),
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+
+# Looser tolerances for single ops, keyed by (op name, dtype name, kind), where kind is
+# "forward", "inplace" or "gradient" (None matches every kind). Every entry must say why the
+# default is too tight for a correct compiler; a wrong result is an expected failure instead.
+TOLERANCE_OVERRIDES: dict[tuple[str, str, Optional[str]], tuple[float, float, str]] = {
+    # Example of the form:
+    # ("cumsum", "float32", None): (1e-4, 1e-5, "a parallel scan adds in a different order"),
+}
+
+# Kolmogorov-Smirnov critical constant: c * sqrt((n+m)/(n*m)); c = 2.5 is a false-alarm
+# probability of about 7e-6 per compared tensor, so a full run of the suite stays quiet.
+_KS_CONSTANT = 2.5
+
+
+def tolerance(op_name: str, dtype: torch.dtype, kind: str) -> tuple[float, float]:
+    """(rtol, atol) for a tensor of ``dtype`` produced by ``op_name`` in a ``kind`` check."""
+    name = str(dtype).removeprefix("torch.")
+    for key in ((op_name, name, kind), (op_name, name, None)):
+        if key in TOLERANCE_OVERRIDES:
+            rtol, atol, _why = TOLERANCE_OVERRIDES[key]
+            return rtol, atol
+    return DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+
+
+def compare(actual: Any, expected: Any, *, how: str, op_name: str, kind: str,
+            where: str = "output") -> Optional[str]:
+    """Compare two (nested) results; ``how`` is "values", "distribution" or "metadata"."""
+    if isinstance(expected, torch.Tensor) or isinstance(actual, torch.Tensor):
+        if not (isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor)):
+            return f"{where}: expected {_kind_of(expected)}, got {_kind_of(actual)}"
+        return _compare_tensors(actual, expected, how, op_name, kind, where)
+    if isinstance(expected, (list, tuple)):
+        if type(actual) is not type(expected):
+            return f"{where}: expected {_kind_of(expected)}, got {_kind_of(actual)}"
+        if len(actual) != len(expected):
+            return f"{where}: expected {len(expected)} items, got {len(actual)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            msg = compare(a, e, how=how, op_name=op_name, kind=kind, where=f"{where}[{i}]")
+            if msg:
+                return msg
+        return None
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or actual.keys() != expected.keys():
+            return f"{where}: expected dict with keys {sorted(expected)}, got {_kind_of(actual)}"
+        for k in expected:
+            msg = compare(actual[k], expected[k], how=how, op_name=op_name, kind=kind,
+                          where=f"{where}[{k!r}]" if where else str(k))
+            if msg:
+                return msg
+        return None
+    return _compare_scalars(actual, expected, how, op_name, kind, where)
+
+
+def _compare_scalars(actual, expected, how, op_name, kind, where) -> Optional[str]:
+    if isinstance(expected, float) and isinstance(actual, (float, int)):
+        if how != "values" or (math.isnan(expected) and math.isnan(actual)):
+            return None
+        rtol, atol = tolerance(op_name, torch.float32, kind)
+        if abs(actual - expected) <= atol + rtol * abs(expected) or actual == expected:
+            return None
+        return f"{where}: expected {expected!r}, got {actual!r}"
+    if type(actual) is not type(expected):
+        return f"{where}: expected {_kind_of(expected)}, got {_kind_of(actual)}"
+    if how == "values" and actual != expected:
+        return f"{where}: expected {expected!r}, got {actual!r}"
+    return None
+
+
+def _compare_tensors(actual, expected, how, op_name, kind, where) -> Optional[str]:
+    meta = _metadata_mismatch(actual, expected)
+    if meta:
+        return f"{where}: {meta}"
+    if how == "metadata":
+        return None
+    if how == "distribution":
+        msg = distribution_mismatch(actual, expected)
+        return f"{where}: {msg}" if msg else None
+    rtol, atol = tolerance(op_name, expected.dtype, kind)
+    try:
+        torch.testing.assert_close(actual.detach(), expected.detach(), rtol=rtol, atol=atol,
+                                   equal_nan=True, check_device=True, check_dtype=True,
+                                   check_layout=True, check_stride=False)
+    except AssertionError as err:
+        return f"{where}: {_squeeze(str(err))}"
+    return None
+
+
+def _metadata_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> Optional[str]:
+    for attr in ("shape", "dtype", "device", "layout"):
+        a, e = getattr(actual, attr), getattr(expected, attr)
+        if a != e:
+            return f"{attr} differs: expected {e}, got {a}"
+    return None
+
+
+def distribution_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> Optional[str]:
+    """None when the values of two same-shape tensors look drawn from one distribution."""
+    a = _as_float64(actual)
+    e = _as_float64(expected)
+    if a.numel() == 0:
+        return None
+    crit = _KS_CONSTANT * math.sqrt(2.0 / a.numel())
+    for label, pick in (("NaN", torch.isnan), ("+inf", torch.isposinf), ("-inf", torch.isneginf)):
+        fa, fe = pick(a).double().mean().item(), pick(e).double().mean().item()
+        if abs(fa - fe) > crit:
+            return f"fraction of {label} differs: expected {fe:.3g}, got {fa:.3g}"
+    a, e = a[torch.isfinite(a)], e[torch.isfinite(e)]
+    if a.numel() == 0 or e.numel() == 0:
+        return None
+    d = ks_statistic(a, e)
+    bound = _KS_CONSTANT * math.sqrt((a.numel() + e.numel()) / (a.numel() * e.numel()))
+    if d > bound:
+        return (f"values look drawn from another distribution: Kolmogorov-Smirnov distance "
+                f"{d:.3g} > {bound:.3g} (expected mean {e.mean().item():.4g} std "
+                f"{_std(e):.4g}, got mean {a.mean().item():.4g} std {_std(a):.4g})")
+    return None
+
+
+def ks_statistic(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest gap between the empirical CDFs of two 1-D float64 samples."""
+    a, b = torch.sort(a).values, torch.sort(b).values
+    points = torch.cat([a, b])
+    cdf_a = torch.searchsorted(a, points, right=True).double() / a.numel()
+    cdf_b = torch.searchsorted(b, points, right=True).double() / b.numel()
+    return (cdf_a - cdf_b).abs().max().item()
+
+
+def _as_float64(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().cpu()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.reshape(-1).to(torch.float64)
+
+
+def _std(t: torch.Tensor) -> float:
+    return t.std().item() if t.numel() > 1 else 0.0
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"Tensor{tuple(value.shape)} {value.dtype}"
+    return type(value).__name__
+
+
+def _squeeze(text: str, limit: int = 600) -> str:
+    text = " ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,292 @@
+"""Runs OpInfo samples eagerly and through a ``torch.compile`` backend and compares the two.
+
+For each (op, dtype, kind) and each sample: eager runs on one copy of the sample, the compiled
+function (``torch.compile(fn, backend=..., fullgraph=False, dynamic=False)``, Dynamo reset
+first) on another; then outputs, the inputs after the call (in-place variants) and, for the
+gradient kind, the gradients of every differentiable input are compared (see compare.py).
+
+Before comparing, eager runs twice more to pick how strictly to compare: if two runs with one
+seed disagree the output is uninitialized memory (shape/dtype only); if runs with two seeds
+disagree, or the op is in RANDOM_OPS, the op is random (shape/dtype/distribution).
+A sample on which eager itself raises is "n/a" (recorded with the error, never dropped).
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+import traceback
+import types
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Optional, Union
+
+import torch
+
+from . import compare as cmp
+from . import explain as explain_mod
+from . import samples as smp
+from .results import FAILED, NOT_APPLICABLE, PASSED, CaseResult, OpResult, SampleResult
+from .selection import DTYPES, RANDOM_OPS, dtypes_for, full_name, kinds_for
+
+SEED = 0  # torch.manual_seed before every eager and compiled call
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    backend: Union[str, Callable] = "solder"
+    device: str = "cpu"
+    dtypes: tuple[str, ...] = ("float32",)
+    samples: Optional[int] = None   # first N samples per (op, dtype, kind); None: all
+    grad: bool = True               # run the gradient kind
+    timeout_s: float = 120.0        # per sample, compile included; 0: no limit
+    explain: bool = True            # classify ops with solder.explain (backend "solder" only)
+
+    @property
+    def backend_name(self) -> str:
+        b = self.backend
+        return b if isinstance(b, str) else getattr(b, "__name__", type(b).__name__)
+
+
+class NotApplicable(Exception):
+    """The sample cannot be checked in this kind (e.g. no output depends on a grad input)."""
+
+
+class SampleTimeout(BaseException):
+    """Raised by the time limit; a BaseException so no `except Exception` inside swallows it."""
+
+
+def run_suite(ops: list, config: RunConfig, expected: Optional[dict] = None,
+              progress: Optional[Callable[[OpResult], None]] = None) -> list[OpResult]:
+    results = []
+    for op in sorted(ops, key=full_name):
+        result = run_op(op, config)
+        for case in result.cases:
+            case.apply_expected(expected or {})
+        if progress:
+            progress(result)
+        results.append(result)
+    return results
+
+
+def run_op(op, config: RunConfig) -> OpResult:
+    """Every applicable (dtype, kind) case of one op, then its lowering from solder.explain."""
+    result = OpResult(op=full_name(op))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for dtype in dtypes_for(op, config.device, config.dtypes):
+            for kind in kinds_for(op, config.device, dtype, config.grad):
+                result.cases.append(run_case(op, dtype, kind, config))
+        if config.explain and config.backend == "solder":
+            _add_lowering(op, result, config)
+    torch._dynamo.reset()
+    return result
+
+
+def run_case(op, dtype: str, kind: str, config: RunConfig) -> CaseResult:
+    case = CaseResult(op=full_name(op), dtype=dtype, kind=kind)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            samples = smp.generate(op, config.device, DTYPES[dtype], kind == "gradient",
+                                   config.samples)
+        except Exception as err:  # noqa: BLE001 - reported, not hidden
+            case.error = f"sample generation failed: {_error_text(err)}"
+            samples = []
+        fn = _variant(op, kind)
+        for index, sample in enumerate(samples):
+            case.samples.append(_run_sample(op, kind, fn, sample, index, config))
+            torch._dynamo.reset()
+    case.seconds = time.perf_counter() - start
+    return case
+
+
+def _variant(op, kind: str) -> Callable:
+    """A plain Python function calling the variant under test (Dynamo traces into it)."""
+    if kind == "inplace":
+        variant = _without_reseeding(op.inplace_variant)
+    elif kind == "gradient":
+        wrapper, forward = _without_reseeding(op.gradcheck_wrapper), _without_reseeding(op.op)
+
+        def variant(*args, **kwargs):
+            return wrapper(forward, *args, **kwargs)
+    else:
+        variant = _without_reseeding(op.op)
+
+    def call_op(*args, **kwargs):
+        return variant(*args, **kwargs)
+    return call_op
+
+
+def _call_as_is(fn: Callable, *args, **kwargs):
+    return fn(*args, **kwargs)
+
+
+def _without_reseeding(fn: Callable) -> Callable:
+    """OpInfo wraps its random ops in ``wrapper_set_seed`` (it reseeds inside a saved RNG
+    state), which Dynamo does not trace: the op would run eagerly and nothing be tested. Give
+    such functions a copy of their module's globals where that helper just calls the op (the
+    suite seeds every call itself)."""
+    if getattr(fn, "__name__", "") == "wrapper_set_seed":
+        return _call_as_is
+    namespace = getattr(fn, "__globals__", None)
+    if not isinstance(fn, types.FunctionType) or "wrapper_set_seed" not in namespace:
+        return fn
+    clone = types.FunctionType(fn.__code__, {**namespace, "wrapper_set_seed": _call_as_is},
+                               fn.__name__, fn.__defaults__, fn.__closure__)
+    clone.__kwdefaults__ = fn.__kwdefaults__
+    return clone
+
+
+def _run_sample(op, kind: str, fn: Callable, sample, index: int,
+                config: RunConfig) -> SampleResult:
+    start = time.perf_counter()
+    name = full_name(op)
+    run = _gradients if kind == "gradient" else _outputs
+    where = f"(sample {index}: {smp.describe(sample)})"
+    result = SampleResult(index=index, status=PASSED)
+    try:
+        expected = run(fn, sample)
+    except Exception as err:  # noqa: BLE001 - an invalid sample, recorded as n/a
+        result.status = NOT_APPLICABLE
+        result.message = f"eager raised {_error_text(err)} {where}"
+        return result
+    result.check = _check_strength(op, name, kind, run, fn, sample, expected)
+    backend = _CountingBackend(config.backend)
+    compiled = torch.compile(fn, backend=backend, fullgraph=False, dynamic=False)
+    try:
+        with time_limit(config.timeout_s):
+            actual = run(compiled, sample)
+        message = cmp.compare(actual, expected, how=result.check, op_name=name, kind=kind,
+                              where="")
+    except SampleTimeout as err:
+        message = f"timed out: {err}"
+    except Exception as err:  # noqa: BLE001 - every compiler error is a recorded failure
+        message = f"compiled raised {_error_text(err)}"
+    if message:
+        result.status, result.message = FAILED, f"{message} {where}"
+    result.graphs = backend.graphs
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _outputs(fn: Callable, sample) -> dict:
+    """Call fn on a fresh copy of the sample: its output and its arguments afterwards."""
+    args, kwargs = smp.copy_args(sample)
+    torch.manual_seed(SEED)
+    output = fn(*args, **kwargs)
+    return {"output": output, "args after the call": args, "kwargs after the call": kwargs}
+
+
+def _gradients(fn: Callable, sample) -> dict:
+    """Gradients of every input that requires grad, for fixed random output cotangents."""
+    args, kwargs = smp.copy_args(sample)
+    inputs = [t for t in smp.tensors_in((args, kwargs)) if t.requires_grad]
+    torch.manual_seed(SEED)
+    output = sample.output_process_fn_grad(fn(*args, **kwargs))
+    outputs = [t for t in smp.tensors_in(output) if t.requires_grad]
+    if not inputs or not outputs:
+        raise NotApplicable("no output requires grad" if inputs else "no input requires grad")
+    cotangents = [smp.grad_output_like(t, SEED + i) for i, t in enumerate(outputs)]
+    grads = torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True)
+    grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+    return {"outputs requiring grad": len(outputs), "gradient": grads}
+
+
+def _check_strength(op, name: str, kind: str, run: Callable, fn: Callable, sample,
+                    expected: dict) -> str:
+    """values, distribution (random ops) or metadata (uninitialized outputs)."""
+    if op.has_nondeterministic_output:
+        return "metadata"
+    try:
+        if cmp.compare(run(fn, sample), expected, how="values", op_name=name, kind=kind,
+                       where=""):
+            return "metadata"
+        if name in RANDOM_OPS:
+            return "distribution"
+        other = _reseeded(run, fn, sample)
+    except Exception:  # noqa: BLE001 - a flaky eager rerun: compare only what surely holds
+        return "metadata"
+    same = cmp.compare(other, expected, how="values", op_name=name, kind=kind, where="")
+    return "values" if same is None else "distribution"
+
+
+def _reseeded(run: Callable, fn: Callable, sample) -> dict:
+    """Run again with another seed (run() seeds with SEED; shift it through a wrapper)."""
+    def with_other_seed(*args, **kwargs):
+        torch.manual_seed(SEED + 1)
+        return fn(*args, **kwargs)
+    return run(with_other_seed, sample)
+
+
+class _CountingBackend:
+    """Wraps a backend to count the graphs Dynamo hands it (0: the op ran eagerly)."""
+
+    def __init__(self, backend: Union[str, Callable]):
+        if isinstance(backend, str):
+            from torch._dynamo.backends.registry import lookup_backend
+            backend = lookup_backend(backend)
+        self.inner = backend
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return self.inner(gm, example_inputs)
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """Raise SampleTimeout after ``seconds`` (main thread on Unix only; elsewhere no limit)."""
+    usable = (seconds and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise SampleTimeout(f"took longer than {seconds:g} s")
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _add_lowering(op, result: OpResult, config: RunConfig) -> None:
+    """Explain the first sample that eager accepted, preferring the gradient kind."""
+    explain, why_not = explain_mod.explain_function()
+    if explain is None:
+        result.explain_error = why_not
+        return
+    cases = sorted(result.cases, key=lambda c: c.kind != "gradient")
+    for case in cases:
+        if case.kind == "inplace":
+            continue
+        valid = [s.index for s in case.samples if s.status != NOT_APPLICABLE]
+        if not valid:
+            continue
+        try:
+            samples = smp.generate(op, config.device, DTYPES[case.dtype],
+                                   case.kind == "gradient", valid[0] + 1)
+            args, kwargs = smp.copy_args(samples[valid[0]])
+            torch._dynamo.reset()
+            with time_limit(config.timeout_s):
+                summary = explain_mod.classify(explain, _variant(op, "forward"), args, kwargs)
+        except (Exception, SampleTimeout) as err:  # noqa: BLE001 - reported in the table
+            result.lowering, result.explain_error = "error", _error_text(err)
+            return
+        result.lowering = summary["lowering"]
+        result.fallbacks, result.externs = summary["fallbacks"], summary["externs"]
+        return
+
+
+def _error_text(err: BaseException, limit: int = 800) -> str:
+    text = f"{type(err).__name__}: {err}"
+    if isinstance(err, (AssertionError, KeyError)) and not str(err):
+        text += " at " + traceback.format_exception(err)[-2].strip()
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

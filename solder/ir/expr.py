@@ -1,0 +1,238 @@
+"""Scalar expressions: what one element of a value is, as a small hash-consed DAG.
+
+A lowering describes an element of its result as a function of the element's index; that function
+returns a ``Value``. Values are structural (two equal expressions are one value), so common
+subexpressions merge for free when a kernel is generated.
+
+Kinds (``Value.op``):
+    load   (buffer_name, index, mask, indirect)
+                                       element ``index`` of a buffer's storage; ``mask`` (a bool
+                                       value or None) guards the read (0 where false);
+                                       ``indirect`` binds symbols of ``index`` to values (gathers)
+    const  (python_value,)             a scalar constant
+    index  (sympy_expr,)               an index expression used as a value (arange, masks)
+    rand   (seed_slot, offset, kind)   counter-based random number ("rand" or "randn")
+    cast   (value,)                    conversion to ``dtype``
+    call   (name, value, ...)          a scalar op from codegen's scalar-op table
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import sympy
+import torch
+
+
+class Value:
+    __slots__ = ("op", "args", "dtype", "_key", "_hash")
+
+    def __init__(self, op: str, args: tuple, dtype: torch.dtype):
+        self.op = op
+        self.args = args
+        self.dtype = dtype
+        self._key = (op, tuple(_key_of(a) for a in args), dtype)
+        self._hash = hash(self._key)
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return isinstance(other, Value) and self._hash == other._hash and self._key == other._key
+
+    def __repr__(self):
+        return format_value(self)
+
+    def children(self):
+        if self.op == "load":
+            out = [iv for _, iv in self.args[3]]
+            return out + [self.args[2]] if self.args[2] is not None else out
+        return [a for a in self.args if isinstance(a, Value)]
+
+
+def _key_of(a: Any):
+    if isinstance(a, tuple):
+        return tuple(_key_of(x) for x in a)
+    if isinstance(a, float):
+        return ("f", repr(a))  # nan == nan for hashing purposes
+    return a
+
+
+def load(buffer: str, index, dtype: torch.dtype, mask: "Value | None" = None,
+         indirect: tuple = ()) -> Value:
+    return Value("load", (buffer, sympy.sympify(index), mask, tuple(indirect)), dtype)
+
+
+def indirect_symbol(v: "Value") -> sympy.Symbol:
+    """A symbol standing for a data-dependent index value inside an index expression."""
+    return sympy.Symbol(f"ind{v._hash & 0xFFFFFFFF:x}", integer=True)
+
+
+def with_mask(v: "Value", mask: "Value") -> "Value":
+    """``v`` with every load in it guarded by ``mask`` (a branch of a select: its loads may
+    point out of bounds where the branch is not taken)."""
+    memo: dict = {}
+
+    def go(x):
+        if x in memo:
+            return memo[x]
+        if x.op == "load":
+            buf, index, m, ind = x.args
+            ind = tuple((s, go(iv)) for s, iv in ind)
+            m = mask if m is None else call("logical_and", go(m), mask, dtype=torch.bool)
+            out = Value("load", (buf, index, m, ind), x.dtype)
+        elif x.op in ("cast", "call"):
+            out = Value(x.op, tuple(go(a) if isinstance(a, Value) else a for a in x.args), x.dtype)
+        else:
+            out = x
+        memo[x] = out
+        return out
+
+    return go(v)
+
+
+def const(value, dtype: torch.dtype) -> Value:
+    if dtype == torch.bool:
+        value = bool(value)
+    elif dtype.is_floating_point:
+        value = float(value)
+    elif not dtype.is_complex:
+        value = int(value)
+    return Value("const", (value,), dtype)
+
+
+def index_value(expr, dtype: torch.dtype = torch.int64) -> Value:
+    return Value("index", (sympy.sympify(expr),), dtype)
+
+
+def cast(v: Value, dtype: torch.dtype) -> Value:
+    if v.dtype == dtype:
+        return v
+    if v.op == "const":
+        return const(v.args[0], dtype) if _const_castable(v.args[0], dtype) else Value("cast", (v,), dtype)
+    return Value("cast", (v,), dtype)
+
+
+def _const_castable(x, dtype) -> bool:
+    if isinstance(x, float) and not dtype.is_floating_point:
+        return False  # float->int truncation and nan/inf rules: let the kernel do it
+    return not (isinstance(x, float) and math.isfinite(x) is False and dtype == torch.bool)
+
+
+def call(name: str, *args: Value, dtype: torch.dtype) -> Value:
+    return Value("call", (name, *args), dtype)
+
+
+def rand(seed_slot: int, offset, kind: str, dtype: torch.dtype = torch.float32) -> Value:
+    return Value("rand", (seed_slot, sympy.sympify(offset), kind), dtype)
+
+
+def loads_of(v: Value) -> list[Value]:
+    """Every load in the DAG under ``v`` (each once)."""
+    seen, out, stack = set(), [], [v]
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if x.op == "load":
+            out.append(x)
+        stack.extend(x.children())
+    return out
+
+
+def walk(v: Value):
+    """Every value under ``v``, children before parents, each once."""
+    seen, order = set(), []
+
+    def visit(x):
+        if x in seen:
+            return
+        seen.add(x)
+        for c in x.children():
+            visit(c)
+        order.append(x)
+
+    visit(v)
+    return order
+
+
+def count_ops(v: Value) -> int:
+    return sum(1 for x in walk(v) if x.op in ("call", "cast", "rand"))
+
+
+def format_value(v: Value, depth: int = 6) -> str:
+    if v.op == "load":
+        return f"{v.args[0]}[{v.args[1]}]"
+    if v.op == "const":
+        return repr(v.args[0])
+    if v.op == "index":
+        return f"idx({v.args[0]})"
+    if v.op == "rand":
+        return f"{v.args[2]}(seed{v.args[0]}, {v.args[1]})"
+    if depth == 0:
+        return "…"
+    if v.op == "cast":
+        return f"{str(v.dtype).replace('torch.', '')}({format_value(v.args[0], depth - 1)})"
+    return f"{v.args[0]}({', '.join(format_value(a, depth - 1) for a in v.args[1:])})"
+
+
+def map_indices(v: Value, f) -> Value:
+    """``v`` with every index expression (loads, index values, random offsets) mapped by ``f``."""
+    memo: dict = {}
+
+    def go(x):
+        out = memo.get(x)
+        if out is not None:
+            return out
+        if x.op == "load":
+            buf, index, m, ind = x.args
+            out = Value("load", (buf, f(index), go(m) if m is not None else None,
+                                 tuple((s, go(iv)) for s, iv in ind)), x.dtype)
+        elif x.op == "index":
+            out = Value("index", (f(x.args[0]),), x.dtype)
+        elif x.op == "rand":
+            out = Value("rand", (x.args[0], f(x.args[1]), x.args[2]), x.dtype)
+        elif x.op in ("cast", "call"):
+            out = Value(x.op, tuple(go(a) if isinstance(a, Value) else a for a in x.args), x.dtype)
+        else:
+            out = x
+        memo[x] = out
+        return out
+
+    return go(v)
+
+
+def index_exprs(v: Value) -> list:
+    """Every index expression under ``v``."""
+    out = []
+    for x in walk(v):
+        if x.op in ("load", "index"):
+            out.append(x.args[1] if x.op == "load" else x.args[0])
+        elif x.op == "rand":
+            out.append(x.args[1])
+    return out
+
+
+def replace_values(v: Value, f) -> Value:
+    """Rebuild ``v`` bottom-up; ``f(x)`` returns a replacement for ``x`` or None to keep it."""
+    memo: dict = {}
+
+    def go(x):
+        if x in memo:
+            return memo[x]
+        r = f(x)
+        if r is None:
+            if x.op == "load":
+                buf, index, m, ind = x.args
+                r = Value("load", (buf, index, go(m) if m is not None else None,
+                                   tuple((s, go(iv)) for s, iv in ind)), x.dtype)
+            elif x.op in ("cast", "call"):
+                r = Value(x.op, tuple(go(a) if isinstance(a, Value) else a for a in x.args),
+                          x.dtype)
+            else:
+                r = x
+        memo[x] = r
+        return r
+
+    return go(v)

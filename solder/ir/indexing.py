@@ -1,0 +1,270 @@
+"""Index arithmetic: sympy expressions over loop variables, simplified with their ranges.
+
+Loop variables are non-negative integer symbols with a known (possibly symbolic) extent. Views and
+scatters produce floor divisions and remainders of affine expressions; most of them vanish once the
+ranges are known (``(12*i0 + i1) // 12 == i0`` when ``i1 < 12``). What cannot be simplified stays
+as ``FloorDiv``/``ModIndex``, which is still correct, only slower.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Optional, Sequence
+
+import sympy
+
+
+def size_symbol(name: str) -> sympy.Symbol:
+    return sympy.Symbol(name, integer=True, positive=True)
+
+
+def index_symbol(name: str) -> sympy.Symbol:
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+class FloorDiv(sympy.Function):
+    """``a // b`` for non-negative ``a`` and positive ``b`` (index arithmetic only)."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1:
+            return a
+        if a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        if isinstance(a, FloorDiv):
+            return FloorDiv(a.args[0], a.args[1] * b)
+        # Pull out terms that are multiples of b: (4*i + j) // 2 == 2*i + j // 2.
+        quotient, rest = _split_divisible(a, b)
+        if quotient != 0:
+            return quotient + FloorDiv(rest, b)
+        return None
+
+
+class ModIndex(sympy.Function):
+    """``a % b`` for non-negative ``a`` and positive ``b`` (index arithmetic only)."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1 or a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) % int(b))
+        _, rest = _split_divisible(a, b)
+        if rest != a:
+            return ModIndex(rest, b)
+        return None
+
+
+def _split_divisible(expr, d):
+    """Split ``expr`` into (terms divisible by d) / d and the rest; d an int or a size symbol."""
+    quotient, rest = sympy.Integer(0), sympy.Integer(0)
+    d = sympy.sympify(d)
+    for term in sympy.Add.make_args(sympy.expand(expr)):
+        if d.is_Integer:
+            coeff, _ = term.as_coeff_Mul()
+            divisible = coeff.is_Integer and int(coeff) % int(d) == 0
+        else:
+            divisible = sympy.fraction(sympy.cancel(term / d))[1] == 1
+        if divisible:
+            quotient += sympy.cancel(term / d)
+        else:
+            rest += term
+    return quotient, rest
+
+
+# ---------------------------------------------------------------------------------------------
+# Range analysis: bounds of an index expression given the extents of its variables.
+
+def bounds(expr, ranges: Mapping[sympy.Symbol, sympy.Expr]):
+    """Inclusive (lower, upper) bounds of ``expr``; upper may be symbolic; None if unknown."""
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return expr, expr
+    if expr.is_Symbol:
+        if expr in ranges:
+            return sympy.Integer(0), ranges[expr] - 1
+        if expr.is_nonnegative:
+            return sympy.Integer(0), None
+        return None, None
+    if isinstance(expr, FloorDiv):
+        lo, hi = bounds(expr.args[0], ranges)
+        d = expr.args[1]
+        return (FloorDiv(lo, d) if lo is not None else None,
+                FloorDiv(hi, d) if hi is not None and d.is_Integer else None)
+    if isinstance(expr, ModIndex):
+        lo, hi = bounds(expr.args[0], ranges)
+        n = expr.args[1]
+        if hi is not None and _le(hi, n - 1):
+            return lo, hi
+        return sympy.Integer(0), n - 1
+    if expr.is_Add:
+        lo, hi = sympy.Integer(0), sympy.Integer(0)
+        for a in expr.args:
+            alo, ahi = bounds(a, ranges)
+            lo = None if lo is None or alo is None else lo + alo
+            hi = None if hi is None or ahi is None else hi + ahi
+        return lo, hi
+    if expr.is_Mul:
+        coeff, rest = expr.as_coeff_Mul()
+        if coeff != 1:
+            lo, hi = bounds(rest, ranges)
+            if coeff.is_nonnegative:
+                return (None if lo is None else coeff * lo, None if hi is None else coeff * hi)
+            return (None if hi is None else coeff * hi, None if lo is None else coeff * lo)
+        # product of non-negative factors (a size symbol times an index)
+        lo, hi = sympy.Integer(1), sympy.Integer(1)
+        for a in expr.args:
+            alo, ahi = bounds(a, ranges)
+            if alo is None or not _le(0, alo):
+                return None, None
+            lo = lo * alo
+            hi = None if hi is None or ahi is None else hi * ahi
+        return lo, hi
+    if expr.is_nonnegative:
+        return sympy.Integer(0), None
+    return None, None
+
+
+def _le(a, b) -> bool:
+    """True only when a <= b is provable (sizes are positive integers)."""
+    if a is None or b is None:
+        return False
+    diff = sympy.expand(b - a)
+    if diff.is_Integer:
+        return int(diff) >= 0
+    return bool(diff.is_nonnegative)
+
+
+def simplify_index(expr, ranges: Mapping[sympy.Symbol, sympy.Expr]):
+    """Remove FloorDiv/ModIndex that the ranges prove trivial; bottom-up."""
+    expr = sympy.sympify(expr)
+    if not expr.has(FloorDiv, ModIndex):
+        return expr
+    if isinstance(expr, (FloorDiv, ModIndex)):
+        a = simplify_index(expr.args[0], ranges)
+        b = expr.args[1]
+        lo, hi = bounds(a, ranges)
+        if isinstance(expr, ModIndex):
+            if lo is not None and _le(0, lo) and _le(hi, b - 1):
+                return a
+            return ModIndex(a, b)
+        if lo is not None and _le(0, lo) and _le(hi, b - 1):
+            return sympy.Integer(0)
+        return FloorDiv(a, b)
+    return expr.func(*[simplify_index(a, ranges) for a in expr.args])
+
+
+def linear_coefficients(expr, var):
+    """Coefficients with which ``var`` appears in every Add of ``expr``; None if it appears
+    other than linearly (inside a product with another variable, say)."""
+    found = []
+
+    def visit(e):
+        if not e.has(var):
+            return True
+        if e == var:
+            found.append((sympy.Integer(1), None))
+            return True
+        if e.is_Add or e.is_Mul:
+            terms = sympy.Add.make_args(e) if e.is_Add else (e,)
+            ok = True
+            for t in terms:
+                coeff, rest = t.as_independent(var, as_Add=False)
+                if rest == var:
+                    found.append((coeff, e))
+                elif t.has(var):
+                    ok = ok and all(visit(a) for a in t.args)
+            return ok
+        return all(visit(a) for a in e.args)
+
+    return found if visit(sympy.sympify(expr)) else None
+
+
+def merge_dims(sizes: Sequence, exprs: Iterable, variables: Sequence[sympy.Symbol]):
+    """Merge adjacent loop dimensions that every expression uses as one flat dimension.
+
+    Returns (new_sizes, new_vars, substitution). The substitution sends every merged-away (or
+    size-1) variable to 0; the surviving inner variable of a merged pair then ranges over the
+    product of both extents. Apply it to every index expression of the loop body.
+    """
+    sizes = list(sizes)
+    exprs = [sympy.sympify(e) for e in exprs]
+    subst = {v: sympy.Integer(0) for v, s in zip(variables, sizes) if s == 1}
+    keep = [i for i, s in enumerate(sizes) if s != 1]
+    if subst:
+        exprs = [e.subs(subst) for e in exprs]
+    sizes = [sizes[i] for i in keep]
+    cur = [variables[i] for i in keep]
+    i = len(cur) - 2
+    while i >= 0:
+        outer, inner = cur[i], cur[i + 1]
+        if _mergeable(exprs, outer, inner, sizes[i + 1]):
+            exprs = [e.subs({outer: 0}) for e in exprs]
+            subst[outer] = sympy.Integer(0)
+            sizes[i + 1] = sizes[i] * sizes[i + 1]
+            del sizes[i], cur[i]
+        i -= 1
+    return sizes, cur, subst
+
+
+def _mergeable(exprs, outer, inner, n_inner) -> bool:
+    for e in exprs:
+        co = linear_coefficients(e, outer)
+        ci = linear_coefficients(e, inner)
+        if co is None or ci is None:
+            return False
+        if not co and not ci:
+            continue
+        # every Add that holds one holds the other, with coeff(outer) == n_inner * coeff(inner)
+        by_add_o = {id(a): c for c, a in co}
+        by_add_i = {id(a): c for c, a in ci}
+        if set(by_add_o) != set(by_add_i) or len(co) != len(by_add_o) or len(ci) != len(by_add_i):
+            return False
+        for key, c_o in by_add_o.items():
+            if sympy.expand(c_o - n_inner * by_add_i[key]) != 0:
+                return False
+    return True
+
+
+def product(values) -> sympy.Expr:
+    out = sympy.Integer(1)
+    for v in values:
+        out = out * v
+    return out
+
+
+def unravel(flat, sizes: Sequence) -> list:
+    """Per-dimension indices of a row-major flat index over ``sizes``."""
+    out = []
+    stride = sympy.Integer(1)
+    for n in reversed(list(sizes)):
+        out.append(ModIndex(FloorDiv(flat, stride), n) if n != 1 else sympy.Integer(0))
+        stride = stride * n
+    out.reverse()
+    if sizes:
+        # the outermost index needs no remainder: the flat index stays below the numel
+        first_stride = product(sizes[1:])
+        out[0] = FloorDiv(flat, first_stride) if sizes[0] != 1 else sympy.Integer(0)
+    return out
+
+
+def strided_offset(index: Sequence, strides: Sequence, offset=0) -> sympy.Expr:
+    out = sympy.sympify(offset)
+    for i, s in zip(index, strides):
+        out = out + i * s
+    return out
+
+
+def evaluate_int(expr, env: Optional[Mapping] = None) -> int:
+    expr = sympy.sympify(expr)
+    if env:
+        expr = expr.subs(env)
+    expr = expr.replace(FloorDiv, lambda a, b: sympy.floor(a / b)).replace(
+        ModIndex, lambda a, b: sympy.Mod(a, b))
+    return int(expr)

@@ -1,0 +1,378 @@
+"""Lower one functional ATen FX graph into Solder's IR: an ordered list of buffers.
+
+Walks the graph in order. Each node becomes a ``TensorValue``: views become layouts (or index
+remaps of unmaterialized values), ops with a lowering become ``Virtual`` values or computed
+buffers, and everything else becomes an ATen fallback call. A ``Virtual`` turns into a buffer
+(is "realized") only where it must live in memory: a graph output, an argument of a library call,
+or a value read by several consumers that is too expensive to recompute.
+"""
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any, Optional
+
+import sympy
+import torch
+import torch.fx as fx
+
+from ..config import Config
+from ..ir import expr as E
+from ..ir.nodes import (BufferArg, Buffer, ComputedBuffer, ExternBuffer, InputBuffer, Layout,
+                        Pointwise, contiguous_strides)
+from . import registry
+from .registry import Call, Decline, op_name
+from .tensors import Stored, TensorValue, Virtual, VirtualView, sym, sym_list
+
+aten = torch.ops.aten
+
+
+class LoweringError(RuntimeError):
+    pass
+
+
+class GraphLowering:
+    def __init__(self, gm: fx.GraphModule, kind: str, config: Config, graph_name: str):
+        self.gm = gm
+        self.kind = kind
+        self.config = config
+        self.graph_name = graph_name
+        self.buffers: list[Buffer] = []
+        self.by_name: dict[str, Buffer] = {}
+        self.inputs: list[tuple[str, str, Any]] = []   # (kind "tensor"/"symint"/"other", name, meta)
+        self.outputs: list[Any] = []
+        self.fallbacks: list[tuple[str, str]] = []
+        self.env: dict[fx.Node, Any] = {}
+        self.rand_slots = 0
+        self.current_origins: list[str] = []
+        self.current_source: list[str] = []
+        self._realized: dict[int, Stored] = {}
+        self._counter = 0
+
+    # -- buffers --------------------------------------------------------------------------
+    def new_name(self, prefix="buf") -> str:
+        self._counter += 1
+        return f"{prefix}{self._counter - 1}"
+
+    def add_buffer(self, buf: Buffer) -> Buffer:
+        if not buf.origins:
+            buf.origins = list(self.current_origins)
+        if not buf.source:
+            buf.source = list(self.current_source)
+        self.buffers.append(buf)
+        self.by_name[buf.name] = buf
+        return buf
+
+    def compute(self, size, dtype, device, fn, stride=None, origins=None) -> Stored:
+        """A new buffer computed by generated code, elementwise."""
+        stride = _dense_or_contiguous(size, stride)
+        layout = Layout(tuple(size), tuple(stride), sympy.Integer(0), dtype, device)
+        buf = ComputedBuffer(self.new_name(), layout, origins=list(origins or []),
+                             body=Pointwise(list(size), fn))
+        self.add_buffer(buf)
+        return Stored(buf.name, layout)
+
+    def realize(self, t: TensorValue, stride=None) -> Stored:
+        if isinstance(t, Stored):
+            return t
+        cached = self._realized.get(id(t))
+        if cached is not None:
+            return cached
+        if isinstance(t, Virtual):
+            out = self.compute(t.size, t.dtype, t.device, t.load, stride or t.stride, t.origins)
+        elif isinstance(t, VirtualView):
+            base = t.base
+            if _numel(t.size) == _numel(base.size) or stride is None and _is_expand_of(t):
+                # a permutation/reshape/expand of the whole value: store it once, view it
+                b = self.realize(base)
+                out = b.view(t.size, t.stride, t.offset)
+            else:
+                out = self.compute(t.size, t.dtype, t.device, t.load, stride or t.stride,
+                                   base.origins)
+        else:
+            raise TypeError(t)
+        self._realized[id(t)] = out
+        return out
+
+    def realize_dense(self, t: TensorValue) -> Stored:
+        """In memory with a non-overlapping layout (for library calls that write or need it)."""
+        s = self.realize(t)
+        if _is_non_overlapping(s.layout.size, s.layout.stride):
+            return s
+        return self.compute(s.size, s.dtype, s.device, s.load)
+
+    # -- the walk -------------------------------------------------------------------------
+    def run(self):
+        registry.load_lowerings()
+        placeholder = 0
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                self._placeholder(node, placeholder)
+                placeholder += 1
+            elif node.op == "call_function":
+                self.current_origins = [op_name(node.target)]
+                self.current_source = _source_of(node)
+                try:
+                    self.env[node] = self._call(node)
+                except Decline:
+                    raise
+                except LoweringError:
+                    raise
+                except Exception as e:  # a lowering bug must name the op and the graph
+                    raise LoweringError(
+                        f"Solder failed to lower {op_name(node.target)} (node {node.name}) in "
+                        f"graph {self.graph_name}: {type(e).__name__}: {e}") from e
+            elif node.op == "output":
+                self._output(node)
+            elif node.op == "get_attr":
+                self.env[node] = self._constant(node)
+        return self
+
+    def _placeholder(self, node, position):
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            name = f"arg{position}"
+            layout = Layout(tuple(sym_list(val.shape)), tuple(sym_list(val.stride())),
+                            sympy.Integer(0), val.dtype, val.device)
+            self.add_buffer(InputBuffer(name, layout, position=position))
+            self.inputs.append(("tensor", name, val))
+            self.env[node] = Stored(name, layout, root_meta_offset=sym(val.storage_offset()))
+        elif isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            self.inputs.append(("symint", f"arg{position}", val))
+            self.env[node] = sym(val)
+        else:
+            self.inputs.append(("other", f"arg{position}", val))
+            self.env[node] = val
+
+    def _constant(self, node):
+        value = getattr(self.gm, node.target)
+        if isinstance(value, torch.Tensor):
+            raise LoweringError(f"graph {self.graph_name} holds a tensor constant {node.target}; "
+                                "Solder expects lifted parameters")
+        return value
+
+    def _args(self, node):
+        def m(a):
+            if isinstance(a, fx.Node):
+                return self.env[a]
+            if isinstance(a, (list, tuple)):
+                return type(a)(m(x) for x in a)
+            if isinstance(a, (torch.SymInt, torch.SymBool)):
+                return sym(a)
+            return a
+        return m(node.args), {k: m(v) for k, v in node.kwargs.items()}
+
+    def _call(self, node):
+        val = node.meta.get("val")
+        target = node.target
+        args, kwargs = self._args(node)
+        if target is operator.getitem:
+            return args[0][args[1]]
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return sym(val)
+        if isinstance(val, (int, float, bool)) and not isinstance(target, torch._ops.OpOverload):
+            return val
+        view = self._as_view(node, args)
+        if view is not None:
+            return view
+        fn = registry.lookup(target)
+        if fn is None:
+            return self.fallback(node, args, kwargs, f"no lowering for {op_name(target)}")
+        try:
+            out = fn(Call(self, node), *args, **kwargs)
+        except Decline as why:
+            return self.fallback(node, args, kwargs, str(why))
+        self._tag(out, node, args)
+        if isinstance(out, Virtual) and len(node.users) > 1:
+            sample = out.load([sympy.Symbol(f"q{k}", integer=True, nonnegative=True)
+                               for k in range(out.ndim)])
+            if E.count_ops(sample) > self.config.inline_max_ops:
+                out = self.realize(out, stride=out.stride)
+        return out
+
+    def _tag(self, out, node, args):
+        """Record which ATen ops a value fuses (for kernel comments and explain)."""
+        if isinstance(out, Virtual):
+            origins = [op_name(node.target)]
+            for a in _flat(args):
+                base = a.base if isinstance(a, VirtualView) else a
+                if isinstance(base, Virtual):
+                    origins.extend(o for o in base.origins if o not in origins)
+            out.origins = origins
+
+    def _as_view(self, node, args) -> Optional[Any]:
+        """A view op (its result shares the storage of its first tensor argument) lowers to a
+        layout on that storage, whatever the op: as_strided, unfold, diagonal, permute, ..."""
+        val = node.meta.get("val")
+        base_node = next((a for a in node.args if isinstance(a, fx.Node)), None)
+        if base_node is None:
+            return None
+        base_val = base_node.meta.get("val")
+        if not isinstance(base_val, torch.Tensor):
+            return None
+        outs = val if isinstance(val, (list, tuple)) else [val]
+        if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+            return None
+        try:
+            storage = base_val.untyped_storage()._cdata
+            if not all(o.untyped_storage()._cdata == storage for o in outs):
+                return None
+        except Exception:
+            return None
+        if any(o.dtype != base_val.dtype for o in outs):
+            return None  # a dtype-reinterpreting view (view(dtype)): let ATen do it
+        base = self.env[base_node]
+        views = [self._view_of(base, o) for o in outs]
+        return views if isinstance(val, (list, tuple)) else views[0]
+
+    def _view_of(self, base: TensorValue, out_meta) -> TensorValue:
+        size, stride = sym_list(out_meta.shape), sym_list(out_meta.stride())
+        offset = sym(out_meta.storage_offset())
+        if isinstance(base, Stored):
+            return base.view(size, stride, offset)
+        if isinstance(base, VirtualView):
+            return VirtualView(base.base, size, stride, offset)
+        return VirtualView(base, size, stride, offset)
+
+    # -- fallbacks ------------------------------------------------------------------------
+    def as_arg(self, t: TensorValue) -> BufferArg:
+        s = self.realize(t)
+        buf = self.by_name[s.buffer]
+        is_view = (tuple(s.layout.size) != tuple(buf.layout.size)
+                   or tuple(s.layout.stride) != tuple(buf.layout.stride)
+                   or s.layout.offset != buf.layout.offset)
+        return BufferArg(s.buffer, tuple(s.layout.size), tuple(s.layout.stride),
+                         s.layout.offset, is_view)
+
+    def extern_call(self, node, op, args, kwargs, kind: str, reason: str = ""):
+        """Call ``op`` from the wrapper; its tensor results become buffers."""
+        def conv(a):
+            if isinstance(a, TensorValue):
+                return self.as_arg(a)
+            if isinstance(a, (list, tuple)):
+                return type(a)(conv(x) for x in a)
+            return a
+        cargs, ckwargs = conv(tuple(args)), {k: conv(v) for k, v in kwargs.items()}
+        val = node.meta.get("val")
+        name = self.new_name()
+        if kind == "fallback":
+            self.fallbacks.append((op_name(op), reason))
+        if isinstance(val, torch.Tensor):
+            buf = ExternBuffer(name, _layout_of(val), op=op, args=cargs, kwargs=ckwargs,
+                               kind=kind, reason=reason)
+            self.add_buffer(buf)
+            return Stored(name, buf.layout)
+        if isinstance(val, (list, tuple)):
+            call = ExternBuffer(name, None, op=op, args=cargs, kwargs=ckwargs, kind=kind,
+                                reason=reason)
+            self.add_buffer(call)
+            outs = []
+            for i, v in enumerate(val):
+                if isinstance(v, torch.Tensor):
+                    item = ExternBuffer(self.new_name(), _layout_of(v), kind="item",
+                                        tuple_of=name, item=i)
+                    self.add_buffer(item)
+                    outs.append(Stored(item.name, item.layout))
+                else:
+                    outs.append(v)
+            return type(val)(outs) if isinstance(val, tuple) else outs
+        # scalar or None result: call it for its effect / value is not supported in-graph
+        if val is None:
+            buf = ExternBuffer(name, None, op=op, args=cargs, kwargs=ckwargs, kind=kind,
+                               reason=reason)
+            self.add_buffer(buf)
+            return None
+        raise Decline(f"{op_name(op)} returns a python scalar")
+
+    def fallback(self, node, args, kwargs, reason: str):
+        return self.extern_call(node, node.target, args, kwargs, "fallback", reason)
+
+    # -- outputs --------------------------------------------------------------------------
+    def _output(self, node):
+        (results,) = node.args
+        metas = [r.meta.get("val") if isinstance(r, fx.Node) else r for r in results]
+        for r, meta in zip(results, metas):
+            v = self.env[r] if isinstance(r, fx.Node) else r
+            if isinstance(v, TensorValue):
+                stride = sym_list(meta.stride()) if isinstance(meta, torch.Tensor) else None
+                if isinstance(v, Virtual) and stride is not None:
+                    v = self.realize(v, stride=stride)
+                else:
+                    v = self.realize(v)
+            self.outputs.append(v)
+
+
+def _layout_of(val: torch.Tensor) -> Layout:
+    return Layout(tuple(sym_list(val.shape)), tuple(sym_list(val.stride())), sympy.Integer(0),
+                  val.dtype, val.device)
+
+
+def _numel(size):
+    out = sympy.Integer(1)
+    for n in size:
+        out = out * n
+    return out
+
+
+def _is_expand_of(t: VirtualView) -> bool:
+    return any(s == 0 for s in t.stride)
+
+
+def _is_non_overlapping(size, stride) -> bool:
+    dims = sorted(((s, n) for n, s in zip(size, stride) if n != 1), key=lambda p: _int_or_big(p[0]))
+    expected = sympy.Integer(1)
+    for s, n in dims:
+        if _int_or_big(s) == 0:
+            return False
+        try:
+            if int(s) < int(expected):
+                return False
+        except TypeError:
+            pass
+        expected = s * n
+    return True
+
+
+def _int_or_big(s):
+    try:
+        return int(s)
+    except TypeError:
+        return 1 << 62
+
+
+def _dense_or_contiguous(size, stride):
+    """Eager's strides when they describe a dense, non-overlapping layout; else contiguous."""
+    if stride is None or len(stride) != len(size):
+        return contiguous_strides(size)
+    dims = sorted(range(len(size)), key=lambda d: (_int_or_big(stride[d]), -d))
+    expected = sympy.Integer(1)
+    for d in dims:
+        if size[d] == 1:
+            continue
+        if sympy.expand(stride[d] - expected) != 0:
+            return contiguous_strides(size)
+        expected = expected * size[d]
+    # size-1 dims may carry any stride in eager; give them a consistent one
+    return tuple(stride)
+
+
+def _flat(args):
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _flat(a)
+        else:
+            yield a
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
+
+
+def _source_of(node) -> list[str]:
+    trace = node.meta.get("stack_trace")
+    if not trace:
+        return []
+    frames = _FRAME.findall(trace)
+    if not frames:
+        return []
+    path, line, fn, code = frames[-1]
+    return [f"{path.rsplit('/', 1)[-1]}:{line} {code.strip()}"]

@@ -1,0 +1,150 @@
+"""Reductions over any dims, with and without keepdim.
+
+A reduction becomes a ``ComputedBuffer`` with a ``Reduction`` body that accumulates in float32
+for float16/bfloat16 inputs (as eager does); what follows it (mean's division, the cast back to the
+output dtype) is a ``Virtual`` on top, which the scheduler fuses into the same kernel.
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+
+from ..ir import expr as E
+from ..ir.nodes import ComputedBuffer, Layout, Reduction
+from .graph import _dense_or_contiguous
+from .registry import Call, Decline, lowering
+from .tensors import Stored, TensorValue, Virtual
+
+aten = torch.ops.aten
+
+
+def _norm_dims(dims, ndim):
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(ndim))
+    if isinstance(dims, int):
+        dims = [dims]
+    out = sorted({d % ndim if ndim else 0 for d in dims})
+    return out
+
+
+def acc_dtype(rtype: str, src: torch.dtype, out: torch.dtype) -> torch.dtype:
+    if rtype in ("argmax", "argmin"):
+        return torch.int64
+    if rtype in ("any", "all"):
+        return torch.bool
+    if out in (torch.float16, torch.bfloat16):
+        return torch.float32
+    return out
+
+
+def reduce(call: Call, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtype=None,
+           value_dtype=None) -> TensorValue:
+    """The reduction of ``x`` over ``dims``; returns it in ``out_dtype`` (default: call's)."""
+    if x.dtype.is_complex:
+        raise Decline("complex dtypes are not lowered")
+    ndim = x.ndim
+    dims = _norm_dims(dims, ndim)
+    out_dtype = out_dtype or call.dtype
+    acc = acc_dtype(rtype, x.dtype, out_dtype)
+    value_dtype = value_dtype or (acc if rtype not in ("argmax", "argmin") else x.dtype)
+    if rtype in ("argmax", "argmin") and value_dtype in (torch.float16, torch.bfloat16):
+        value_dtype = torch.float32
+    red_sizes = [x.size[d] for d in dims]
+    kept = [d for d in range(ndim) if d not in dims]
+    out_size = [sympy.Integer(1) if d in dims else x.size[d] for d in range(ndim)] if keepdim \
+        else [x.size[d] for d in kept]
+
+    def fn(idx, ridx):
+        full, r = [], 0
+        k = 0
+        for d in range(ndim):
+            if d in dims:
+                full.append(ridx[r])
+                r += 1
+            else:
+                full.append(idx[d] if keepdim else idx[k])
+                k += 1
+        return E.cast(x.load(full), value_dtype)
+
+    if ndim == 0:
+        red_sizes = []
+    stride = _dense_or_contiguous(out_size, call.stride if list(call.size) == out_size else None)
+    layout = Layout(tuple(out_size), tuple(stride), sympy.Integer(0), acc, call.device)
+    g = call.graph
+    buf = ComputedBuffer(g.new_name(), layout, body=Reduction(out_size, red_sizes, rtype, fn, x.dtype))
+    g.add_buffer(buf)
+    base = x.base if hasattr(x, "base") else x
+    if isinstance(base, Virtual):
+        buf.origins = list(dict.fromkeys(g.current_origins + base.origins))
+    result = Stored(buf.name, layout)
+    if acc == out_dtype:
+        return result
+    return Virtual(out_size, out_dtype, call.device,
+                   lambda idx: E.cast(result.load(idx), out_dtype), stride=stride,
+                   origins=buf.origins)
+
+
+@lowering(aten.sum.dim_IntList, aten.sum.default)
+def _sum(call: Call, x, dims=None, keepdim=False, dtype=None):
+    if x.dtype == torch.bool or not x.dtype.is_floating_point:
+        return reduce(call, x, dims, keepdim, "sum", value_dtype=call.dtype)
+    return reduce(call, x, dims, keepdim, "sum")
+
+
+@lowering(aten.prod.dim_int, aten.prod.default)
+def _prod(call: Call, x, dim=None, keepdim=False, dtype=None):
+    return reduce(call, x, dim, keepdim, "prod",
+                  value_dtype=None if x.dtype.is_floating_point else call.dtype)
+
+
+@lowering(aten.mean.dim, aten.mean.default)
+def _mean(call: Call, x, dims=None, keepdim=False, dtype=None):
+    ndim = x.ndim
+    n = sympy.Integer(1)
+    for d in _norm_dims(dims, ndim):
+        n = n * x.size[d]
+    out_dtype = call.dtype
+    acc = acc_dtype("sum", x.dtype, out_dtype)
+    total = reduce(call, x, dims, keepdim, "sum", out_dtype=acc)
+    count = E.index_value(n, torch.int64)
+    return Virtual(call.size, out_dtype, call.device,
+                   lambda idx: E.cast(E.call("truediv", total.load(idx), E.cast(count, acc), dtype=acc),
+                                      out_dtype), stride=call.stride)
+
+
+@lowering(aten.amax.default, aten.amin.default)
+def _amax(call: Call, x, dims=(), keepdim=False):
+    rtype = "max" if call.node.target is aten.amax.default else "min"
+    return reduce(call, x, dims, keepdim, rtype)
+
+
+@lowering(aten.max.default, aten.min.default)
+def _max_all(call: Call, x):
+    rtype = "max" if call.node.target is aten.max.default else "min"
+    return reduce(call, x, None, False, rtype)
+
+
+@lowering(aten.argmax.default, aten.argmin.default)
+def _argmax(call: Call, x, dim=None, keepdim=False):
+    rtype = "argmax" if call.node.target is aten.argmax.default else "argmin"
+    if dim is None:
+        if keepdim:
+            raise Decline("argmax with dim=None and keepdim=True")
+        return reduce(call, x, None, False, rtype)
+    return reduce(call, x, [dim], keepdim, rtype)
+
+
+@lowering(aten.max.dim, aten.min.dim)
+def _max_dim(call: Call, x, dim, keepdim=False):
+    is_max = call.node.target is aten.max.dim
+    values = reduce(call, x, [dim], keepdim, "max" if is_max else "min", out_dtype=x.dtype)
+    indices = reduce(call, x, [dim], keepdim, "argmax" if is_max else "argmin",
+                     out_dtype=torch.int64)
+    return (values, indices)
+
+
+@lowering(aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim,
+          aten.all.dims)
+def _any_all(call: Call, x, dims=None, keepdim=False):
+    rtype = call.node.target.overloadpacket.__name__
+    return reduce(call, x, dims, keepdim, rtype, value_dtype=torch.bool)

@@ -1,0 +1,162 @@
+"""What an FX tensor lowers to: a function from an element's index to its ``Value``.
+
+Three forms:
+  Stored       a buffer in memory, seen through a strided layout (graph inputs, computed buffers,
+               library results, and every view of those: a view is just another layout)
+  Virtual      not in memory: computed wherever it is read (pointwise work waiting to be fused)
+  VirtualView  a view of a Virtual: the view's index is mapped to a storage position through the
+               view's strides, then back to the Virtual's index through the Virtual's own strides
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import sympy
+import torch
+
+from ..ir import expr as E
+from ..ir.indexing import FloorDiv, ModIndex, strided_offset
+from ..ir.nodes import Layout
+
+
+def sym(x):
+    """A python int / SymInt / sympy expression as a sympy expression."""
+    if isinstance(x, sympy.Basic):
+        return x
+    if isinstance(x, bool):
+        return sympy.Integer(int(x))
+    if isinstance(x, int):
+        return sympy.Integer(x)
+    if isinstance(x, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        return x.node.expr
+    raise TypeError(f"not an index/size: {x!r}")
+
+
+def sym_list(xs) -> list:
+    return [sym(x) for x in xs]
+
+
+class TensorValue:
+    size: list
+    dtype: torch.dtype
+    device: torch.device
+
+    def load(self, idx: Sequence) -> E.Value:
+        raise NotImplementedError
+
+    @property
+    def ndim(self):
+        return len(self.size)
+
+
+class Stored(TensorValue):
+    def __init__(self, buffer: str, layout: Layout, root_meta_offset=0):
+        self.buffer = buffer
+        self.layout = layout
+        self.size = list(layout.size)
+        self.dtype = layout.dtype
+        self.device = layout.device
+        # storage offset (in the FakeTensor world) of the buffer's data pointer; views of this
+        # buffer compute their offset relative to it
+        self.root_meta_offset = sym(root_meta_offset)
+
+    def load(self, idx):
+        return E.load(self.buffer, self.layout.index(idx), self.dtype)
+
+    def view(self, size, stride, meta_offset) -> "Stored":
+        layout = Layout(tuple(size), tuple(stride), sympy.expand(sym(meta_offset) - self.root_meta_offset),
+                        self.dtype, self.device)
+        return Stored(self.buffer, layout, self.root_meta_offset)
+
+    def __repr__(self):
+        return f"Stored({self.buffer}: {self.layout})"
+
+
+class Virtual(TensorValue):
+    def __init__(self, size, dtype, device, fn: Callable, stride=None, origins=()):
+        from ..ir.nodes import contiguous_strides
+        self.size = list(size)
+        self.dtype = dtype
+        self.device = device
+        self.fn = fn
+        # the layout it would have in memory (eager's strides); views of it index through these
+        self.stride = list(stride) if stride is not None else list(contiguous_strides(size))
+        self.origins = list(origins)
+        self._memo: dict = {}
+
+    def load(self, idx):
+        key = tuple(idx)
+        v = self._memo.get(key)
+        if v is None:
+            v = self.fn(list(idx))
+            if v.dtype != self.dtype:
+                v = E.cast(v, self.dtype)
+            self._memo[key] = v
+        return v
+
+    def __repr__(self):
+        return f"Virtual({str(self.dtype).replace('torch.', '')}{self.size})"
+
+
+class VirtualView(TensorValue):
+    def __init__(self, base: Virtual, size, stride, offset):
+        self.base = base
+        self.size = list(size)
+        self.stride = list(stride)
+        self.offset = sym(offset)
+        self.dtype = base.dtype
+        self.device = base.device
+
+    def load(self, idx):
+        pos = strided_offset(idx, self.stride, self.offset)
+        return self.base.load(position_to_index(pos, self.base.size, self.base.stride))
+
+
+def position_to_index(pos, size, stride) -> list:
+    """Index of the element at storage position ``pos`` in a non-overlapping strided layout."""
+    order = sorted(range(len(size)), key=lambda d: _stride_key(stride[d]), reverse=True)
+    idx = [sympy.Integer(0)] * len(size)
+    for rank, d in enumerate(order):
+        if size[d] == 1:
+            continue
+        q = FloorDiv(pos, stride[d])
+        idx[d] = q if rank == 0 else ModIndex(q, size[d])
+    return idx
+
+
+def _stride_key(s):
+    try:
+        return int(s)
+    except TypeError:
+        return 1 << 62  # symbolic strides belong to outer dims in practice
+
+
+def broadcast_index(idx: Sequence, from_size: Sequence, to_size: Sequence) -> list:
+    """Index into a tensor of ``from_size`` broadcast to ``to_size``."""
+    offset = len(to_size) - len(from_size)
+    out = []
+    for d, n in enumerate(from_size):
+        out.append(sympy.Integer(0) if n == 1 and to_size[d + offset] != 1 else idx[d + offset])
+    return out
+
+
+def loader_of(x, size, dtype: Optional[torch.dtype] = None):
+    """A loader over ``size`` for a tensor (broadcast) or a python scalar (constant)."""
+    if isinstance(x, TensorValue):
+        def fn(idx, x=x):
+            v = x.load(broadcast_index(idx, x.size, size))
+            return E.cast(v, dtype) if dtype is not None else v
+        return fn
+    if isinstance(x, sympy.Basic) and not x.is_Number:
+        value = E.index_value(x, torch.int64)
+        return lambda idx: E.cast(value, dtype) if dtype is not None else value
+    c = E.const(x, dtype if dtype is not None else _scalar_dtype(x))
+    return lambda idx: c
+
+
+def _scalar_dtype(x):
+    if isinstance(x, bool):
+        return torch.bool
+    if isinstance(x, int):
+        return torch.int64
+    return torch.float64

@@ -1,0 +1,174 @@
+"""One graph through the stages: lower -> schedule -> codegen -> runtime.
+
+``compile_graph`` is what AOTAutograd calls for each forward, backward and inference graph. It
+returns a callable taking the graph's inputs as a list, and records a ``GraphReport`` for
+``solder.explain``.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import sympy
+import torch
+import torch.fx as fx
+
+from .config import Config
+
+_graph_ids = itertools.count()
+
+
+@dataclass
+class KernelReport:
+    name: str
+    source: str
+    ops: list
+    source_lines: list = field(default_factory=list)
+
+
+@dataclass
+class CallReport:
+    op: str
+    reason: str = ""
+
+
+@dataclass
+class GraphReport:
+    name: str
+    kind: str
+    fx_graph: str = ""
+    kernels: list = field(default_factory=list)
+    externs: list = field(default_factory=list)
+    fallbacks: list = field(default_factory=list)
+    user_kernels: list = field(default_factory=list)
+    wrapper: str = ""
+    timings: dict = field(default_factory=dict)
+    dump_dir: Optional[str] = None
+
+
+class CompileContext:
+    """Where reports of one ``torch.compile`` (or one ``solder.explain``) are collected."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.graphs: list[GraphReport] = []
+
+
+def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileContext) -> Callable:
+    config = ctx.config
+    name = f"graph{next(_graph_ids)}_{kind}"
+    report = GraphReport(name, kind, fx_graph=gm.print_readable(print_output=False))
+    ctx.graphs.append(report)
+    dump = _dump_dir(config, name)
+    report.dump_dir = dump
+    if dump:
+        _write(dump, "fx_graph.txt", report.fx_graph)
+    if config.debug_eager:
+        return _eager_runner(gm)
+
+    from .codegen.triton_kernel import generate
+    from .codegen.wrapper import WrapperGen
+    from .codegen.module import kernel_module_source
+    from .lower.graph import GraphLowering
+    from .runtime.compiled import CompiledGraph
+    from .schedule.fusion import Kernel, schedule
+
+    t0 = time.perf_counter()
+    graph = GraphLowering(gm, kind, config, name).run()
+    t1 = time.perf_counter()
+    steps = schedule(graph, config)
+    t2 = time.perf_counter()
+    int64 = _needs_int64(graph)
+    kernels = {s.name: generate(s, graph.by_name, int64) for s in steps if isinstance(s, Kernel)}
+    wrapper = WrapperGen(graph, steps, kernels, name).generate()
+    module_src = kernel_module_source(list(kernels.values()))
+    t3 = time.perf_counter()
+    report.wrapper = wrapper.source
+    for s in steps:
+        if isinstance(s, Kernel):
+            report.kernels.append(KernelReport(s.name, kernels[s.name].source, s.origins(),
+                                               s.source_lines()))
+        else:
+            b = s.buffer
+            if getattr(b, "kind", None) == "extern":
+                report.externs.append(CallReport(b.origins[0] if b.origins else str(b.op)))
+    report.fallbacks = [CallReport(op, reason) for op, reason in graph.fallbacks]
+    report.user_kernels = list(getattr(graph, "user_kernel_reports", []))
+    if dump:
+        _write(dump, "ir.txt", _format_ir(graph))
+        _write(dump, "schedule.txt", _format_schedule(steps))
+        _write(dump, "kernels.py", module_src)
+        _write(dump, "wrapper.py", wrapper.source)
+    compiled = CompiledGraph(name, wrapper, module_src, kernels, config,
+                             os.path.join(dump, "kernels.py") if dump else None)
+    t4 = time.perf_counter()
+    report.timings = {"lower": t1 - t0, "schedule": t2 - t1, "codegen": t3 - t2, "load": t4 - t3}
+    return compiled
+
+
+def _needs_int64(graph) -> bool:
+    limit = 2**31 - 1
+    for b in graph.buffers:
+        if b.layout is None:
+            continue
+        try:
+            span = 1 + sum((int(n) - 1) * abs(int(s)) for n, s in zip(b.layout.size, b.layout.stride))
+            span += abs(int(b.layout.offset))
+        except TypeError:
+            return True  # symbolic sizes: any size may come
+        if span >= limit:
+            return True
+    return False
+
+
+def _eager_runner(gm):
+    def run(args):
+        return gm(*args)
+    run._boxed_call = True
+    return run
+
+
+def _dump_dir(config: Config, name: str) -> Optional[str]:
+    if not config.debug_dir:
+        return None
+    d = Path(config.debug_dir) / name
+    d.mkdir(parents=True, exist_ok=True)
+    return str(d)
+
+
+def _write(folder: str, fname: str, text: str):
+    Path(folder, fname).write_text(text)
+
+
+def _format_ir(graph) -> str:
+    from .ir.nodes import ComputedBuffer, ExternBuffer, InputBuffer, Reduction
+    lines = []
+    for b in graph.buffers:
+        if isinstance(b, InputBuffer):
+            lines.append(f"{b.name} = input {b.layout}")
+        elif isinstance(b, ComputedBuffer):
+            kind = "reduction " + b.body.reduction_type if isinstance(b.body, Reduction) else "pointwise"
+            target = f" (writes into {b.mutates})" if b.mutates else ""
+            lines.append(f"{b.name} = {kind} {b.layout}{target}  # {', '.join(b.origins)}")
+        elif isinstance(b, ExternBuffer):
+            lines.append(f"{b.name} = {b.kind} {b.origins[0] if b.origins else b.op} "
+                         f"{b.layout if b.layout else ''} {b.reason}")
+        else:
+            lines.append(f"{b.name} = {type(b).__name__}")
+    return "\n".join(lines) + "\n"
+
+
+def _format_schedule(steps) -> str:
+    from .schedule.fusion import Kernel
+    lines = []
+    for s in steps:
+        if isinstance(s, Kernel):
+            lines.append(f"{s.name}: x={s.xnumel} r={s.rnumel} persistent={s.persistent} "
+                         f"nodes={[n.name for n in s.nodes]} stores={s.stores}")
+        else:
+            lines.append(f"call {s.buffer.name}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,35 @@
+"""A compiled graph: its wrapper module and kernel runners, called with the graph's inputs."""
+from __future__ import annotations
+
+import torch
+
+from ..codegen.triton_kernel import KernelSource
+from . import support
+from .launch import KernelRunner, load_module
+
+
+class CompiledGraph:
+    _boxed_call = True  # AOTAutograd passes the inputs as one list it lets us clear
+
+    def __init__(self, name: str, wrapper, module_src: str, kernels: dict[str, KernelSource],
+                 config, dump_path):
+        self.name = name
+        self.wrapper_source = wrapper.source
+        self.kernel_source = module_src
+        runners = {}
+        if kernels:
+            mod = load_module(module_src, config.cache_dir, stem=name)
+            for kname, src in kernels.items():
+                runners[kname] = KernelRunner(getattr(mod, kname), src, name, dump_path,
+                                              config.autotune)
+        namespace = {"K": runners, "OPS": wrapper.ops, "CONSTS": wrapper.consts, "S": support,
+                     "torch": torch}
+        code = compile(wrapper.source, f"<solder {name} wrapper>", "exec")
+        exec(code, namespace)
+        self._call = namespace["call"]
+        self.runners = runners
+
+    def __call__(self, args):
+        args = list(args) if not isinstance(args, list) else args
+        out = self._call(args)
+        return list(out)

@@ -1,0 +1,38 @@
+"""Helpers the generated wrappers call at run time (injected into them as ``S``)."""
+from __future__ import annotations
+
+import torch
+
+
+class InputLayoutError(RuntimeError):
+    pass
+
+
+def check_input(t, size, stride, name: str, graph: str):
+    """A compiled graph bakes in its inputs' sizes and strides: refuse anything else rather than
+    read the wrong elements."""
+    if tuple(t.shape) != tuple(size):
+        raise InputLayoutError(f"{graph}: input {name} has size {tuple(t.shape)}, compiled for "
+                               f"{tuple(size)}")
+    if t.numel() > 1 and any(n != 1 and s != e for n, s, e in zip(size, t.stride(), stride)):
+        raise InputLayoutError(f"{graph}: input {name} has strides {t.stride()}, compiled for "
+                               f"{tuple(stride)}")
+
+
+def ensure_layout(t, size, stride):
+    """A library call's result in the layout the graph was compiled for (copied if it differs;
+    ATen kernels do not always produce the strides their meta functions promise)."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    if tuple(t.shape) == tuple(size) and (t.numel() <= 1 or all(
+            n == 1 or s == e for n, s, e in zip(size, t.stride(), stride))):
+        return t
+    out = torch.empty_strided(tuple(size), tuple(stride), dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+def draw_seeds(n: int, device) -> list[int]:
+    """Seeds for the graph's random ops, drawn from torch's default generator: a given
+    ``torch.manual_seed`` reproduces the same numbers (which differ from eager's stream)."""
+    return torch.randint(0, 2**31 - 1, (n,), dtype=torch.int64).tolist()

@@ -1,0 +1,253 @@
+"""Group computed buffers into kernels, and order kernels and library calls.
+
+A kernel has a tiling (xnumel, rnumel): pointwise kernels are (numel, 1); reduction kernels are
+(rows, row length). A buffer joins the open kernel when it fits the tiling and every value it needs
+from the kernel is available there: pointwise buffers are recomputed at any index (their inputs
+are in memory or in the kernel), reduction results only for their own row (they live in
+registers). The open kernel is extended greedily with any ready buffer that fits, so independent
+siblings over the same iteration space share a kernel; a pointwise kernel whose elements are
+exactly the rows of a following reduction is re-tiled to hold it (a residual add before a norm).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import sympy
+
+from ..config import Config
+from ..ir import expr as E
+from ..ir.indexing import product, simplify_index
+from ..ir.nodes import Buffer, ComputedBuffer, ExternBuffer, InputBuffer, Reduction, UserKernelCall
+from ..lower.tensors import position_to_index
+from .prepare import RINDEX, XINDEX, Prepared, equal, fits, prepare
+
+
+class NotFusible(Exception):
+    pass
+
+
+@dataclass
+class Kernel:
+    name: str
+    xnumel: sympy.Expr
+    rnumel: sympy.Expr
+    nodes: list = field(default_factory=list)        # ComputedBuffers in order
+    prepared: dict = field(default_factory=dict)      # name -> Prepared (values resolved)
+    stores: list = field(default_factory=list)        # names written to memory
+    persistent: bool = True
+
+    @property
+    def is_reduction(self):
+        return self.rnumel != 1
+
+    def origins(self) -> list[str]:
+        out = []
+        for n in self.nodes:
+            out.extend(o for o in n.origins if o not in out)
+        return out
+
+    def source_lines(self) -> list[str]:
+        out = []
+        for n in self.nodes:
+            out.extend(s for s in n.source if s not in out)
+        return out
+
+
+@dataclass
+class CallStep:
+    buffer: Union[ExternBuffer, UserKernelCall]
+
+
+class KernelBuilder:
+    """Resolves the values of buffers inside one kernel (in-kernel reads become registers)."""
+
+    def __init__(self, kernel: Kernel, by_name: dict, size_ranges: dict):
+        self.k = kernel
+        self.by_name = by_name
+        self.ranges = dict(size_ranges)
+        self.ranges[XINDEX] = kernel.xnumel
+        self.ranges[RINDEX] = kernel.rnumel
+        self.members: dict[str, Prepared] = {}
+
+    def try_add(self, buf: ComputedBuffer) -> Prepared:
+        p = prepare(buf, self.k.xnumel, self.k.rnumel, self.ranges)
+        value = self.resolve(p.value, depth=0)
+        if p.level == "x" and p.reduction_type is None and _uses_rindex(value):
+            raise NotFusible("a per-row value that needs the whole row")
+        if p.reduction_type is not None and _uses_rref_r_level(value):
+            raise NotFusible("reduction input depends on a per-element in-kernel value")
+        if buf.mutates:
+            self._check_mutation(buf, p)
+        out = Prepared(buf, value, p.store_index, p.level, p.reduction_type)
+        self.members[buf.name] = out
+        return out
+
+    def _check_mutation(self, buf, p):
+        target = buf.mutates
+        for other in self.members.values():
+            for ld in E.loads_of(other.value):
+                if ld.args[0] == target and not equal(ld.args[1], p.store_index):
+                    raise NotFusible("in-place write races with a read of another element")
+
+    def resolve(self, value: E.Value, depth: int) -> E.Value:
+        if depth > 32:
+            raise NotFusible("inlining too deep")
+
+        def repl(x):
+            if x.op != "load" or x.args[0] not in self.members:
+                return None
+            name, index, mask, ind = x.args
+            src = self.members[name]
+            if src.reduction_type is not None:
+                if mask is not None or ind or not equal(index, src.store_index):
+                    raise NotFusible(f"reads reduction {name} outside its own row")
+                return E.Value("rref", (name,), x.dtype)
+            if equal(index, src.store_index) and mask is None and not ind:
+                return src.value if src.value.dtype == x.dtype else E.cast(src.value, x.dtype)
+            # recompute the producer at another element
+            buf = self.by_name[name]
+            idx = position_to_index(index, list(buf.layout.size), list(buf.layout.stride))
+            v = buf.body.fn([simplify_index(sympy.sympify(i), self.ranges) for i in idx])
+            v = E.map_indices(v, lambda e: simplify_index(e, self.ranges))
+            v = self.resolve(v, depth + 1)
+            if mask is not None:
+                v = E.with_mask(v, mask)
+            return v if v.dtype == x.dtype else E.cast(v, x.dtype)
+
+        return E.replace_values(value, repl)
+
+
+def _uses_rindex(v: E.Value) -> bool:
+    return any(RINDEX in sympy.sympify(e).free_symbols for e in E.index_exprs(v))
+
+
+def _uses_rref_r_level(v: E.Value) -> bool:
+    return False
+
+
+def schedule(graph, config: Config):
+    """Returns the ordered steps (Kernel or CallStep) of a lowered graph."""
+    nodes = [b for b in graph.buffers if not isinstance(b, InputBuffer)]
+    produced = {b.name for b in graph.buffers}
+    order = {b.name: i for i, b in enumerate(nodes)}
+    deps = {b.name: {r for r in b.reads() if r in produced and r in order} for b in nodes}
+    readers: dict[str, set] = {}
+    for b in nodes:
+        for r in b.reads():
+            readers.setdefault(r, set()).add(b.name)
+    for b in nodes:
+        target = getattr(b, "mutates", None)
+        if target:
+            deps[b.name] |= {r for r in readers.get(target, ()) if r != b.name}
+    size_ranges = {}
+    by_name = graph.by_name
+    done: set[str] = set()
+    steps: list = []
+    pending = list(nodes)
+    builder: Optional[KernelBuilder] = None
+    kcount = 0
+
+    def ready(b):
+        return deps[b.name] <= done
+
+    while pending:
+        placed = False
+        if builder is not None and config.fuse:
+            for b in pending:
+                if isinstance(b, ComputedBuffer) and ready(b) and _try_join(builder, b, by_name,
+                                                                           size_ranges):
+                    builder.k.nodes.append(b)
+                    done.add(b.name)
+                    pending.remove(b)
+                    placed = True
+                    break
+        if placed:
+            continue
+        if builder is not None:
+            steps.append(builder)
+            builder = None
+        b = next((x for x in pending if ready(x)), None)
+        if b is None:
+            raise RuntimeError(f"schedule cycle among {[x.name for x in pending]}")
+        pending.remove(b)
+        done.add(b.name)
+        if isinstance(b, ComputedBuffer):
+            xn, rn = _tiling(b)
+            kernel = Kernel(f"k{kcount}", xn, rn)
+            kcount += 1
+            builder = KernelBuilder(kernel, by_name, size_ranges)
+            builder.try_add(b)
+            kernel.nodes.append(b)
+        else:
+            steps.append(CallStep(b))
+    if builder is not None:
+        steps.append(builder)
+    return _finish(steps, graph, config)
+
+
+def _tiling(b: ComputedBuffer):
+    if isinstance(b.body, Reduction):
+        return product(b.body.ranges), product(b.body.red_ranges)
+    return product(b.body.ranges), sympy.Integer(1)
+
+
+def _try_join(builder: KernelBuilder, b: ComputedBuffer, by_name, size_ranges) -> bool:
+    k = builder.k
+    if fits(b, k.xnumel, k.rnumel):
+        try:
+            builder.try_add(b)
+            return True
+        except NotFusible:
+            builder.members.pop(b.name, None)
+            return False
+    # a pointwise kernel can become the prologue of a reduction over the same elements
+    if k.rnumel == 1 and isinstance(b.body, Reduction):
+        xn, rn = _tiling(b)
+        if equal(xn * rn, k.xnumel) and all(fits(n, xn, rn) for n in k.nodes):
+            trial = KernelBuilder(Kernel(k.name, xn, rn), by_name, size_ranges)
+            try:
+                for n in k.nodes + [b]:
+                    trial.try_add(n)
+            except NotFusible:
+                return False
+            builder.k.xnumel, builder.k.rnumel = xn, rn
+            builder.ranges, builder.members = trial.ranges, trial.members
+            return True
+    return False
+
+
+def _finish(steps, graph, config):
+    out = []
+    outputs = {o.buffer for o in graph.outputs if hasattr(o, "buffer")}
+    kernel_of = {}
+    for s in steps:
+        if isinstance(s, KernelBuilder):
+            for n in s.k.nodes:
+                kernel_of[n.name] = s.k
+    readers: dict[str, set] = {}
+    for b in graph.buffers:
+        for r in b.reads():
+            readers.setdefault(r, set()).add(b.name)
+    for s in steps:
+        if isinstance(s, KernelBuilder):
+            k = s.k
+            k.prepared = {n.name: s.members[n.name] for n in k.nodes}
+            for n in k.nodes:
+                outside = any(kernel_of.get(r) is not k for r in readers.get(n.name, ()))
+                if n.mutates or n.name in outputs or outside:
+                    k.stores.append(n.name)
+            k.persistent = _persistent(k, config)
+            out.append(k)
+        else:
+            out.append(s)
+    return out
+
+
+def _persistent(k: Kernel, config: Config) -> bool:
+    if not k.is_reduction:
+        return True
+    try:
+        return int(k.rnumel) <= config.persistent_reduction_max
+    except TypeError:
+        return False

@@ -1,0 +1,113 @@
+"""A computed buffer's body, written in terms of a kernel's two loop indices.
+
+Every kernel iterates ``xindex`` over ``xnumel`` (rows, or all elements of a pointwise kernel) and,
+in reduction kernels, ``rindex`` over ``rnumel`` (the reduced elements of a row). ``prepare`` takes
+a buffer and a tiling and returns the value to compute and the index to store it at, with the
+buffer's loop dimensions first merged where every access treats them as one flat dimension and
+then recovered from xindex/rindex by division and remainder (which the ranges usually remove).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import sympy
+
+from ..ir import expr as E
+from ..ir.indexing import (index_symbol, merge_dims, product, simplify_index, unravel)
+from ..ir.nodes import ComputedBuffer, Reduction
+
+XINDEX = index_symbol("xindex")
+RINDEX = index_symbol("rindex")
+
+
+@dataclass
+class Prepared:
+    buffer: ComputedBuffer
+    value: E.Value               # element to store (pointwise) or to reduce (reduction)
+    store_index: sympy.Expr      # in terms of xindex (and rindex for r-level pointwise)
+    level: str                   # "x": one value per row; "r": one per element of the row
+    reduction_type: Optional[str] = None
+
+
+def equal(a, b) -> bool:
+    return a == b or sympy.expand(a - b) == 0
+
+
+def split_point(sizes, xnumel) -> Optional[int]:
+    """k such that prod(sizes[:k]) == xnumel, or None."""
+    acc = sympy.Integer(1)
+    if equal(acc, xnumel):
+        return 0
+    for k, n in enumerate(sizes):
+        acc = acc * n
+        if equal(acc, xnumel):
+            # prefer including trailing size-1 dims in the x part
+            k += 1
+            while k < len(sizes) and sizes[k] == 1:
+                k += 1
+            return k
+    return None
+
+
+def fits(buf: ComputedBuffer, xnumel, rnumel) -> bool:
+    body = buf.body
+    if isinstance(body, Reduction):
+        return equal(product(body.ranges), xnumel) and equal(product(body.red_ranges), rnumel)
+    n = product(body.ranges)
+    if rnumel == 1:
+        return equal(n, xnumel)
+    if equal(n, xnumel):
+        return True  # one value per row
+    k = split_point(body.ranges, xnumel)
+    return k is not None and equal(product(body.ranges[k:]), rnumel)
+
+
+def prepare(buf: ComputedBuffer, xnumel, rnumel, ranges_env: dict) -> Prepared:
+    body = buf.body
+    if isinstance(body, Reduction):
+        xs = [index_symbol(f"i{k}") for k in range(len(body.ranges))]
+        rs = [index_symbol(f"r{k}") for k in range(len(body.red_ranges))]
+        value = body.fn(xs, rs)
+        store = buf.layout.index(xs)
+        x_sizes, r_sizes = list(body.ranges), list(body.red_ranges)
+        level, rtype = "x", body.reduction_type
+    else:
+        sizes = list(body.ranges)
+        if rnumel != 1 and not equal(product(sizes), xnumel):
+            k = split_point(sizes, xnumel)
+            level = "r"
+        else:
+            k, level = len(sizes), "x"
+        idx = [index_symbol(f"i{j}") for j in range(len(sizes))]
+        value = body.fn(idx)
+        store = buf.layout.index(idx)
+        xs, rs = idx[:k], idx[k:]
+        x_sizes, r_sizes = sizes[:k], sizes[k:]
+        rtype = None
+    exprs = [store] + E.index_exprs(value)
+    subst = {}
+    for vars_, sizes, flat in ((xs, x_sizes, XINDEX), (rs, r_sizes, RINDEX)):
+        new_sizes, new_vars, zeros = merge_dims(sizes, exprs, vars_)
+        exprs = [e.subs(zeros) if zeros else e for e in exprs]
+        subst.update(zeros)
+        for v, i in zip(new_vars, unravel(flat, new_sizes)):
+            subst[v] = i
+    ranges = dict(ranges_env)
+    ranges[XINDEX] = xnumel
+    ranges[RINDEX] = rnumel
+
+    # merged-away variables go to 0 first, then survivors to their xindex/rindex expressions
+    zeros = {k: v for k, v in subst.items() if v == 0}
+    rest = {k: v for k, v in subst.items() if v != 0}
+
+    def remap2(e):
+        e = sympy.sympify(e)
+        if zeros:
+            e = e.xreplace(zeros)
+        if rest:
+            e = e.xreplace(rest)
+        return simplify_index(e, ranges)
+
+    value = E.map_indices(value, remap2)
+    return Prepared(buf, value, remap2(store), level, rtype)

@@ -1,0 +1,103 @@
+"""The benchmark's tables and JSON on made-up results, the output check, and one tiny case run
+end to end on eager only (CPU, fast; independent of the Solder backend)."""
+import json
+
+import pytest
+import torch
+
+from solder.bench import cli
+from solder.bench.cases import MEMORY_CASES, check_close
+from solder.bench.report import (ERROR, FAILED, SKIPPED, BackendResult, CaseResult, RunResult,
+                                 format_report, summary_table)
+
+
+def fake_run() -> RunResult:
+    ok = CaseResult("softmax", min_bytes=4_000_000_000, bytes_formula="read x + write y",
+                    backends={"eager": BackendResult("eager", median_ms=4.0),
+                              "inductor": BackendResult("inductor", median_ms=2.0, compile_s=3.5,
+                                                        kernels=1, launches=1),
+                              "solder": BackendResult("solder", median_ms=1.6, compile_s=0.8,
+                                                      kernels=1, launches=1)})
+    wrong = CaseResult("gelu_chain", min_bytes=1_000_000_000,
+                       backends={"eager": BackendResult("eager", median_ms=1.0),
+                                 "inductor": BackendResult("inductor", median_ms=0.5),
+                                 "solder": BackendResult("solder", FAILED, "wrong output: x",
+                                                         compile_s=0.2)})
+    skipped = CaseResult("resnet50", SKIPPED, "needs torchvision (not installed)")
+    return RunResult({"device": "fake GPU", "torch": "t", "triton": "t", "quick": False},
+                     {"bytes": 2 * 2**30, "ms": 1.0, "gbs": 2000.0}, [ok, wrong, skipped],
+                     ["eager", "inductor", "solder"])
+
+
+def test_metrics_and_json():
+    run = fake_run()
+    d = json.loads(run.to_json())
+    sol = d["cases"][0]["backends"]["solder"]
+    assert sol["speedup_vs_eager"] == pytest.approx(2.5)
+    assert sol["time_vs_inductor"] == pytest.approx(0.8)
+    assert sol["gbs"] == pytest.approx(2500.0)
+    assert sol["pct_of_copy"] == pytest.approx(125.0)
+    failed = d["cases"][1]["backends"]["solder"]
+    assert failed["status"] == FAILED and failed["median_ms"] is None
+    assert failed["speedup_vs_eager"] is None
+    assert d["cases"][2]["status"] == SKIPPED and d["cases"][2]["backends"] == {}
+    assert run.any_wrong()
+
+
+def test_tables():
+    run = fake_run()
+    summary = summary_table(run).splitlines()
+    assert summary[0].split() == ["case", "eager", "ms", "inductor", "ms", "solder", "ms",
+                                  "inductor", "x", "solder", "x", "solder/inductor"]
+    softmax = summary[2].split()
+    assert softmax == ["softmax", "4.000", "2.000", "1.600", "2.00", "2.50", "0.80"]
+    assert "FAILED" in summary[3] and "skipped" in summary[4]
+    text = format_report(run)
+    assert "copy ceiling: 2000 GB/s" in text
+    assert "2500" in text and "125" in text          # GB/s and % of copy for solder/softmax
+    assert "gelu_chain/solder: FAILED: wrong output: x" in text
+    assert "resnet50: skipped: needs torchvision" in text
+
+
+def test_tables_without_eager_or_inductor():
+    run = fake_run()
+    run.backends = ["solder"]
+    for c in run.cases:
+        c.backends = {k: v for k, v in c.backends.items() if k == "solder"}
+    assert summary_table(run).splitlines()[0].split() == ["case", "solder", "ms"]
+    format_report(run)
+
+
+def test_check_close_scales_with_magnitude():
+    expected = (torch.tensor([1000.0, 1.0]), None)
+    check_close((torch.tensor([1000.0, 1.005]), None), expected)  # within 1e-5 * 1000
+    with pytest.raises(AssertionError, match="output 0"):
+        check_close((torch.tensor([1000.0, 1.5]), None), expected)
+    with pytest.raises(AssertionError):
+        check_close((torch.tensor([1000.0, 1.0]), torch.ones(1)), expected)
+
+
+def test_quick_cases_build_random_inputs():
+    for case in MEMORY_CASES:
+        work = case.build(torch.device("cpu"), True)
+        assert work.min_bytes and work.min_bytes > 0
+        floats = [t for t in work.inputs if t.is_floating_point()]
+        assert floats and all(t.abs().sum() > 0 for t in floats), case.name
+
+
+def test_one_case_eager_only(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    rc = cli.main(["--cases", "layernorm", "--backends", "eager", "--quick", "--json", str(out)])
+    assert rc == 0
+    d = json.loads(out.read_text())
+    assert d["meta"]["quick"] is True and d["copy_ceiling"]["gbs"] > 0
+    (case,) = d["cases"]
+    assert case["case"] == "layernorm" and case["status"] == "ok"
+    assert case["backends"]["eager"]["median_ms"] > 0
+    captured = capsys.readouterr()
+    assert "layernorm" in captured.out and "layernorm / eager" in captured.err
+
+
+def test_bad_arguments():
+    assert cli.main(["--cases", "no_such_case", "--backends", "eager"]) == 2
+    assert cli.main(["--list"]) == 0
