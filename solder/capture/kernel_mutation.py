@@ -30,25 +30,34 @@ class KernelWrites:
 
 
 # --- abstract values ---------------------------------------------------------------------------
+# A token names where an address may come from: a parameter `p` itself, or `p[]`, an element of
+# `p` when it is a tuple. Keeping elements apart keeps `base + row * stride` attributed to `base`
+# alone even though `row * stride` could be a tuple repeated by a constexpr.
 
-_UNK = "<pointer from a cast>"   # origin marker: an address the analysis cannot attribute
+_UNK = "<pointer from a cast>"   # token: an address the analysis cannot attribute
 _NO_OBJ = object()               # "no static Python object known"
 _E: frozenset = frozenset()
 
 
+def _param_of(token: str) -> str:
+    return token[:-2] if token.endswith("[]") else token
+
+
 class _Val(NamedTuple):
-    origins: frozenset = _E   # params the value may carry an address of (+ _UNK)
+    origins: frozenset = _E   # tokens the value itself may hold an address from
+    elems: frozenset = _E     # tokens reachable only by indexing it (it may be a tuple)
     obj: Any = _NO_OBJ        # the Python object, when statically known (module, jit fn, dtype)
-    tup: bool = False         # may be a tuple (tuple * constexpr keeps its pointers)
-    cex: bool = False         # may be a constexpr (the other side of such a tuple product)
+
+    @property
+    def full(self) -> frozenset:
+        return self.origins | self.elems
 
 
-_DATA = _Val()                       # a fresh non-pointer tensor
-_CEX = _Val(_E, _NO_OBJ, False, True)  # a non-pointer that may be a constexpr
+_DATA = _Val()
 
 
 def _static(obj) -> _Val:
-    return _Val(_E, obj, False, True)
+    return _Val(_E, _E, obj)
 
 
 def _join(a: Optional[_Val], b: Optional[_Val]) -> Optional[_Val]:
@@ -56,15 +65,14 @@ def _join(a: Optional[_Val], b: Optional[_Val]) -> Optional[_Val]:
         return b
     if b is None:
         return a
-    return _Val(a.origins | b.origins, a.obj if a.obj is b.obj else _NO_OBJ,
-                a.tup or b.tup, a.cex or b.cex)
+    return _Val(a.origins | b.origins, a.elems | b.elems, a.obj if a.obj is b.obj else _NO_OBJ)
 
 
-def _union(vals, tup=False, cex=False) -> _Val:
-    o = _E
+def _union(vals) -> _Val:
+    o = e = _E
     for v in vals:
-        o = o | v.origins
-    return _Val(o, _NO_OBJ, tup, cex)
+        o, e = o | v.origins, e | v.elems
+    return _Val(o, e)
 
 
 def _join_envs(envs):
@@ -79,10 +87,9 @@ def _join_envs(envs):
 
 
 def _same_env(a, b) -> bool:
-    if a.keys() != b.keys():
-        return False
-    return all(x.origins == y.origins and x.obj is y.obj and x.tup == y.tup and x.cex == y.cex
-               for x, y in ((a[k], b[k]) for k in a))
+    return a.keys() == b.keys() and all(
+        x.origins == y.origins and x.elems == y.elems and x.obj is y.obj
+        for x, y in ((a[k], b[k]) for k in a))
 
 
 class _TLRef(NamedTuple):
@@ -175,8 +182,10 @@ def unwrap_kernel(kernel):
 
 class _Summary(NamedTuple):
     params: tuple
-    written: frozenset
-    returns: frozenset   # origins (in callee params) its return value may carry
+    written: frozenset   # parameter names written through
+    sites: frozenset     # per write site, the tokens its pointer may derive from
+    ret_o: frozenset     # tokens the return value may hold
+    ret_e: frozenset     # tokens reachable by indexing the return value
     certain: bool
     reason: str
 
@@ -219,7 +228,7 @@ def _summarize(jit, stack: tuple) -> _Summary:
     try:
         src, first_line = _source(jit)
     except (OSError, TypeError) as e:
-        summary = _Summary(_param_names(fn), _E, _E, False,
+        summary = _Summary(_param_names(fn), _E, _E, _E, _E, False,
                            f"kernel `{name}`: source not available ({e})")
     else:
         summary = _Analyzer(fn, src, first_line, stack).run()
@@ -274,7 +283,9 @@ class _Analyzer:
             except ValueError:   # empty cell: not bound yet
                 pass
         self.written: set = set()
-        self.returns: set = set()
+        self.sites: set = set()
+        self.ret_o: set = set()
+        self.ret_e: set = set()
         self.loops: list = []       # per enclosing loop: (break envs, continue envs)
         self.params: tuple = ()
         self.locals: set = set()
@@ -284,7 +295,8 @@ class _Analyzer:
             fdef = self._parse()
             env = self._enter(fdef)
             self._block(fdef.body, env)
-            return _Summary(self.params, frozenset(self.written), frozenset(self.returns), True, "")
+            return _Summary(self.params, frozenset(self.written), frozenset(self.sites),
+                            frozenset(self.ret_o), frozenset(self.ret_e), True, "")
         except _GiveUp as g:
             where = ""
             if g.node is not None and hasattr(g.node, "lineno"):
@@ -292,7 +304,7 @@ class _Analyzer:
             reason = f"kernel `{self.name}`: {g.msg}{where}"
         except Exception as e:   # a bug here must not turn into a missed write
             reason = f"kernel `{self.name}`: analysis failed ({type(e).__name__}: {e})"
-        return _Summary(self.params or _param_names(self.fn), _E, _E, False, reason)
+        return _Summary(self.params or _param_names(self.fn), _E, _E, _E, _E, False, reason)
 
     def _parse(self) -> ast.FunctionDef:
         tree = ast.parse(self.src)
@@ -312,8 +324,8 @@ class _Analyzer:
             ann = p.annotation
             is_cexpr = ann is not None and "constexpr" in ast.unparse(ann)
             # A constexpr is never a pointer. Any other parameter may be one, or a tuple of them.
-            env[p.arg] = _CEX if is_cexpr else \
-                _Val(frozenset((p.arg,)), _NO_OBJ, True, True)
+            env[p.arg] = _DATA if is_cexpr else \
+                _Val(frozenset((p.arg,)), frozenset((p.arg + "[]",)))
         self.locals = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
                        and isinstance(n.ctx, (ast.Store, ast.Del))}
         return env
@@ -351,7 +363,7 @@ class _Analyzer:
             return _join_envs([self._block(s.body, dict(env)), self._block(s.orelse, dict(env))])
         elif t is ast.For:
             it = self._eval(s.iter, env)
-            item = _Val(it.origins, _NO_OBJ, it.tup, True)
+            item = _Val(it.full, it.full)
 
             def enter(e):
                 self._bind(s.target, item, e)
@@ -369,7 +381,9 @@ class _Analyzer:
             return None
         elif t is ast.Return:
             if s.value is not None:
-                self.returns |= self._eval(s.value, env).origins
+                v = self._eval(s.value, env)
+                self.ret_o |= v.origins
+                self.ret_e |= v.elems
             return None
         elif t is ast.Assert:
             self._eval(s.test, env)
@@ -425,7 +439,7 @@ class _Analyzer:
         if isinstance(target, ast.Name):
             env[target.id] = v
         elif isinstance(target, (ast.Tuple, ast.List)):
-            part = _Val(v.origins, _NO_OBJ, v.tup, True)
+            part = _Val(v.full, v.full)
             for e in target.elts:
                 self._bind(e.value if isinstance(e, ast.Starred) else e, part, env)
         else:
@@ -472,28 +486,30 @@ class _Analyzer:
             return self._binop(n.op, self._eval(n.left, env), self._eval(n.right, env))
         if t is ast.UnaryOp:
             v = self._eval(n.operand, env)
-            return v if isinstance(n.op, ast.UAdd) else _Val(_E, _NO_OBJ, False, v.cex)
+            return v if isinstance(n.op, ast.UAdd) else _DATA
         if t is ast.BoolOp:   # `a or b` evaluates to one of its operands
             vals = [self._eval(x, env) for x in n.values]
-            return _union(vals, any(v.tup for v in vals), any(v.cex for v in vals))
+            return _union(vals)
         if t is ast.Compare:
-            vals = [self._eval(x, env) for x in [n.left, *n.comparators]]
-            return _Val(_E, _NO_OBJ, False, all(v.cex for v in vals))
+            for x in [n.left, *n.comparators]:
+                self._eval(x, env)
+            return _DATA
         if t is ast.IfExp:
             self._eval(n.test, env)
             return _join(self._eval(n.body, env), self._eval(n.orelse, env))
         if t in (ast.Tuple, ast.List):
             vals = [self._eval(e.value if isinstance(e, ast.Starred) else e, env) for e in n.elts]
-            return _union(vals, tup=True)
+            u = _union(vals)
+            return _Val(u.origins, u.full)
         if t is ast.Subscript:
             v = self._eval(n.value, env)
             self._eval(n.slice, env)
-            return _Val(v.origins, _NO_OBJ, v.tup, v.cex or v.tup)
+            return _Val(v.full, v.full)
         if t is ast.Slice:
             for part in (n.lower, n.upper, n.step):
                 if part is not None:
                     self._eval(part, env)
-            return _CEX
+            return _DATA
         if t is ast.JoinedStr:
             for part in n.values:
                 self._eval(part, env)
@@ -509,14 +525,13 @@ class _Analyzer:
 
     @staticmethod
     def _binop(op, a: _Val, b: _Val) -> _Val:
-        cex = a.cex and b.cex
         if isinstance(op, ast.Add):        # ptr + int, int + ptr, tuple + tuple
-            return _Val(a.origins | b.origins, _NO_OBJ, a.tup or b.tup, cex)
+            return _Val(a.origins | b.origins, a.elems | b.elems)
         if isinstance(op, ast.Sub):        # only ptr - int keeps a pointer
-            return _Val(a.origins, _NO_OBJ, False, cex)
-        if isinstance(op, ast.Mult) and ((a.tup and b.cex) or (b.tup and a.cex)):
-            return _Val(a.origins | b.origins, _NO_OBJ, True, cex)   # tuple repetition
-        return _Val(_E, _NO_OBJ, False, cex)   # Triton rejects pointers in every other operator
+            return _Val(a.origins, a.elems)
+        if isinstance(op, ast.Mult):       # never a pointer, but tuple * constexpr repeats a tuple
+            return _Val(_E, a.full | b.full)
+        return _DATA                       # Triton rejects pointers in every other operator
 
     def _attr(self, v: _Val, attr: str, node) -> _Val:
         obj = v.obj
@@ -538,8 +553,8 @@ class _Analyzer:
         if attr in _DATA_ATTRS:
             return _DATA
         if attr == "T":
-            return _Val(v.origins)
-        if v.origins:
+            return _Val(v.origins, v.elems)
+        if v.full:
             raise _GiveUp(f"attribute `.{attr}` of a value that may hold a pointer", node)
         return _DATA
 
@@ -579,17 +594,17 @@ class _Analyzer:
         if isinstance(obj, jit_kinds):
             return self._jit_call(obj, args, kwargs, n)
         if cexpr_kinds and isinstance(obj, cexpr_kinds):
-            return _CEX   # runs on constexprs at compile time
+            return _DATA   # runs on constexprs at compile time
         if any(obj is b for b in (builtins.getattr, builtins.setattr, builtins.exec,
                                   builtins.eval, builtins.globals, builtins.locals, builtins.vars)):
             raise _GiveUp(f"call of `{obj.__name__}`", n)
         allv = [*args, *kwargs.values()]
         self._check_callables(allv, n)
         if any(obj is b for b in _BUILTIN_PURE):
-            return _Val(_E, _NO_OBJ, False, True)
+            return _DATA
         if any(obj is b for b in _BUILTIN_PROP):
-            return _union(allv, any(v.tup for v in allv), True)
-        if any(v.origins for v in allv):
+            return _union(allv)
+        if any(v.full for v in allv):
             what = getattr(obj, "__name__", type(obj).__name__)
             raise _GiveUp(f"call of non-Triton function `{what}` on a value that may hold a "
                           "pointer", n)
@@ -635,11 +650,11 @@ class _Analyzer:
         if name in _PURE or ref.module == "triton.language.random":
             return _DATA
         if name in _PROP:
-            return _union(allv, tup=name in ("tuple", "split"))
+            return _union(allv)
         target = getattr(sys.modules.get(ref.module), name, None)
         if isinstance(target, _triton()[1]):   # a standard-library @jit helper: read its source
             return self._jit_call(target, args, kwargs, n)
-        if any(v.origins for v in allv):
+        if any(v.full for v in allv):
             raise _GiveUp(f"`{ref.module}.{name}` is not known to the analysis and gets a "
                           "value that may hold a pointer", n)
         return _DATA
@@ -656,8 +671,8 @@ class _Analyzer:
             return _Val(recv.origins | (self._dtype_origins(dt) if dt is not None else _E))
         if name in _METHOD_PROP:
             self._check_callables(allv, n)
-            return _union([recv, *allv], tup=name == "split")
-        if recv.origins or any(v.origins for v in allv):
+            return _union([recv, *allv])
+        if recv.full or any(v.full for v in allv):
             raise _GiveUp(f"unknown method `.{name}` on a value that may hold a pointer", n)
         return _DATA
 
@@ -672,13 +687,24 @@ class _Analyzer:
             raise _GiveUp(f"call of `{fn.__name__}` does not match its parameters", n)
         bound = dict(zip(s.params, args))
         bound.update(kwargs)
-        for p in s.written:
-            if p in bound:
-                self._write(bound[p], f"`{fn.__name__}` (its `{p}`)", n)
-        out = _E
-        for p in s.returns:
-            out |= bound[p].origins if p in bound else (frozenset((p,)) if p == _UNK else _E)
-        return _Val(out, _NO_OBJ, True, True)
+        for site in s.sites:
+            self._write(_Val(self._map(site, bound)),
+                        f"`{fn.__name__}` (through its {', '.join(sorted(site))})", n)
+        return _Val(self._map(s.ret_o, bound), self._map(s.ret_e, bound))
+
+    @staticmethod
+    def _map(tokens, bound) -> frozenset:
+        """A callee's tokens in terms of the caller's: `p` is the argument, `p[]` its elements."""
+        out = set()
+        for t in tokens:
+            if t == _UNK:
+                out.add(t)
+            elif t.endswith("[]"):
+                v = bound.get(t[:-2])
+                out.update(v.full if v is not None else ())
+            elif t in bound:
+                out.update(bound[t].origins)
+        return frozenset(out)
 
     # helpers -------------------------------------------------------------------------------
 
@@ -688,7 +714,8 @@ class _Analyzer:
             raise _GiveUp(f"{what} writes through a pointer made by a cast", node)
         if not o:
             raise _GiveUp(f"{what} writes through a value not traced to any parameter", node)
-        self.written |= o
+        self.written.update(_param_of(t) for t in o)
+        self.sites.add(o)
 
     @staticmethod
     def _loaded(ptr: _Val) -> _Val:

@@ -255,7 +255,9 @@ class KernelGen:
         size_args = sorted(self.size_names.values())
         for s in size_args:
             self.args.append(("size", s))
-        sig += size_args + ["xnumel"] + (["rnumel"] if k.is_reduction else [])
+        # Triton's interpreter passes ints as 1-element arrays, which a loop bound cannot take
+        rnumel = "rnumel: tl.constexpr" if not k.persistent and scalar_ops.interpreting() else "rnumel"
+        sig += size_args + ["xnumel"] + ([rnumel] if k.is_reduction else [])
         self.args += [("numel", "x")] + ([("numel", "r")] if k.is_reduction else [])
         sig += ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if k.is_reduction else [])
         header = [f"@triton.jit", f"def {k.name}({', '.join(sig)}):"]

@@ -61,7 +61,10 @@ def run_suite(ops: list, config: RunConfig, expected: Optional[dict] = None,
               progress: Optional[Callable[[OpResult], None]] = None) -> list[OpResult]:
     results = []
     for op in sorted(ops, key=full_name):
-        result = run_op(op, config)
+        try:
+            result = run_op(op, config)
+        except Exception as err:  # noqa: BLE001 - a harness bug must not end the whole run
+            result = broken_result(op, config, f"the suite itself raised {_error_text(err)}")
         for case in result.cases:
             case.apply_expected(expected or {})
         if progress:
@@ -81,6 +84,16 @@ def run_op(op, config: RunConfig) -> OpResult:
         if config.explain and config.backend == "solder":
             _add_lowering(op, result, config)
     torch._dynamo.reset()
+    return result
+
+
+def broken_result(op, config: RunConfig, message: str) -> OpResult:
+    """An op whose run ended abnormally: each of its cases failed with ``message``."""
+    result = OpResult(op=full_name(op), lowering="error" if config.backend == "solder"
+                      else "unknown")
+    for dtype in dtypes_for(op, config.device, config.dtypes):
+        for kind in kinds_for(op, config.device, dtype, config.grad):
+            result.cases.append(CaseResult(op=result.op, dtype=dtype, kind=kind, error=message))
     return result
 
 

@@ -126,6 +126,13 @@ class GraphLowering:
                 self._output(node)
             elif node.op == "get_attr":
                 self.env[node] = self._constant(node)
+        # every body must be complete now: evaluating one may not create buffers later
+        count = len(self.buffers)
+        for b in list(self.buffers):
+            b.reads()
+        if len(self.buffers) != count:
+            raise LoweringError(f"graph {self.graph_name}: a lowering created buffers lazily "
+                                f"({[b.name for b in self.buffers[count:]]})")
         return self
 
     def _placeholder(self, node, position):
@@ -204,6 +211,8 @@ class GraphLowering:
         """A view op (its result shares the storage of its first tensor argument) lowers to a
         layout on that storage, whatever the op: as_strided, unfold, diagonal, permute, ..."""
         val = node.meta.get("val")
+        if isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable:
+            return None  # an in-place op returns its (updated) input; not a view
         base_node = next((a for a in node.args if isinstance(a, fx.Node)), None)
         if base_node is None:
             return None

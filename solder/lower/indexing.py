@@ -23,10 +23,10 @@ def wrapped(call: Call, index_value: E.Value, n) -> E.Value:
     return E.call("where", neg, E.call("add", iv, size, dtype=torch.int64), iv, dtype=torch.int64)
 
 
-def gather_load(call: Call, x: TensorValue, src_idx: list, indirect: dict) -> E.Value:
-    """Load ``x`` at ``src_idx`` where some entries are data-dependent values (``indirect``
-    maps dim -> Value). Needs ``x`` in memory (a data-dependent address)."""
-    s = call.graph.realize(x)
+def gather_load(s: Stored, src_idx: list, indirect: dict) -> E.Value:
+    """Load ``s`` at ``src_idx`` where some entries are data-dependent values (``indirect``
+    maps dim -> Value). ``s`` is in memory: the address depends on data."""
+    x = s
     idx = list(src_idx)
     binds = []
     mask = None
@@ -56,6 +56,7 @@ def _index(call: Call, x, indices):
     nb = len(bshape)
     first = present[0] if adjacent else 0
     out_size = call.size
+    xs = call.graph.realize(x)
 
     def fn(idx):
         bidx = idx[first:first + nb]
@@ -70,35 +71,39 @@ def _index(call: Call, x, indices):
                 src.append(sympy.Integer(0))
             else:
                 src.append(next(it))
-        return gather_load(call, x, src, indirect)
+        return gather_load(xs, src, indirect)
     return Virtual(out_size, call.dtype, call.device, fn, stride=call.stride)
 
 
 @lowering(aten.index_select.default)
 def _index_select(call: Call, x, dim, index):
     dim = dim % max(x.ndim, 1)
+    xs = call.graph.realize(x)
 
     def fn(idx):
         src = list(idx)
         v = wrapped(call, index.load([idx[dim]] if index.ndim == 1 else []), x.size[dim])
-        return gather_load(call, x, src, {dim: v})
+        return gather_load(xs, src, {dim: v})
     return Virtual(call.size, call.dtype, call.device, fn, stride=call.stride)
 
 
 @lowering(aten.gather.default)
 def _gather(call: Call, x, dim, index, sparse_grad=False):
     dim = dim % max(x.ndim, 1)
+    xs = call.graph.realize(x)
 
     def fn(idx):
         v = wrapped(call, index.load(idx), x.size[dim])
-        return gather_load(call, x, list(idx), {dim: v})
+        return gather_load(xs, list(idx), {dim: v})
     return Virtual(call.size, call.dtype, call.device, fn, stride=call.stride)
 
 
 @lowering(aten.embedding.default)
 def _embedding(call: Call, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
                sparse=False):
+    ws = call.graph.realize(weight)
+
     def fn(idx):
         v = wrapped(call, indices.load(idx[:-1]), weight.size[0])
-        return gather_load(call, weight, [sympy.Integer(0), idx[-1]], {0: v})
+        return gather_load(ws, [sympy.Integer(0), idx[-1]], {0: v})
     return Virtual(call.size, call.dtype, call.device, fn, stride=call.stride)

@@ -13,7 +13,7 @@ from ..ir import expr as E
 from ..ir.nodes import ComputedBuffer, Layout, Reduction
 from .graph import _dense_or_contiguous
 from .registry import Call, Decline, lowering
-from .tensors import Stored, TensorValue, Virtual
+from .tensors import Stored, TensorValue, Virtual, sym_list
 
 aten = torch.ops.aten
 
@@ -68,7 +68,9 @@ def reduce(call: Call, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtyp
 
     if ndim == 0:
         red_sizes = []
-    stride = _dense_or_contiguous(out_size, call.stride if list(call.size) == out_size else None)
+    meta = call.out if isinstance(call.out, torch.Tensor) else call.out[0]
+    meta_size, meta_stride = sym_list(meta.shape), sym_list(meta.stride())
+    stride = _dense_or_contiguous(out_size, meta_stride if meta_size == out_size else None)
     layout = Layout(tuple(out_size), tuple(stride), sympy.Integer(0), acc, call.device)
     g = call.graph
     buf = ComputedBuffer(g.new_name(), layout, body=Reduction(out_size, red_sizes, rtype, fn, x.dtype))

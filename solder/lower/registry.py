@@ -48,6 +48,9 @@ class Call:
         self.graph = graph
         self.node = node
         self.out = node.meta.get("val")
+        # ops with several results: dtype/size/... describe the first tensor among them
+        self.first = self.out if not isinstance(self.out, (list, tuple)) else next(
+            (o for o in self.out if isinstance(o, torch.Tensor)), None)
 
     @property
     def op_name(self) -> str:
@@ -55,19 +58,19 @@ class Call:
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.out.dtype
+        return self.first.dtype
 
     @property
     def device(self) -> torch.device:
-        return self.out.device
+        return self.first.device
 
     @property
     def size(self) -> list:
-        return sym_list(self.out.shape)
+        return sym_list(self.first.shape)
 
     @property
     def stride(self) -> list:
-        return sym_list(self.out.stride())
+        return sym_list(self.first.stride())
 
 
 def op_name(target) -> str:

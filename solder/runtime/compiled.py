@@ -29,7 +29,7 @@ class CompiledGraph:
         self._call = namespace["call"]
         self.runners = runners
 
-    def __call__(self, args):
-        args = list(args) if not isinstance(args, list) else args
-        out = self._call(args)
-        return list(out)
+    def __call__(self, *args):
+        # boxed (one list, as AOTAutograd calls forward graphs) or plain positional arguments
+        args = args[0] if len(args) == 1 and isinstance(args[0], list) else list(args)
+        return list(self._call(args))
