@@ -33,6 +33,8 @@ KEEP = [
     aten.addmm, aten.mm, aten.bmm, aten.baddbmm, aten.convolution,
     aten.convolution_backward, aten._scaled_dot_product_flash_attention,
     aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_cudnn_attention,
+    aten._scaled_dot_product_flash_attention_for_cpu,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward,
 ]
 
 

@@ -129,7 +129,9 @@ class Emitter:
             idx = Printer(names)(index)
             if not (index.free_symbols & {XINDEX, RINDEX}):
                 idx = f"{idx} + {g.zero_index(index)}"
-            m = self.mask if g.kernel.is_reduction else "xmask"
+            # a row-level load keeps the row's shape; only element-level loads need rmask
+            m = "xmask & rmask" if g.kernel.is_reduction and RINDEX in index.free_symbols \
+                else "xmask"
             if mask is not None:
                 m = f"({m}) & ({self.value(mask)})"
             ptr = g.ptr(buf)
@@ -317,7 +319,12 @@ class KernelGen:
             return
         v = em.value(p.value)
         out_dtype = self.by_name[p.buffer.name].dtype
-        idx = self.printer(p.store_index)
+        printer = self.printer
+        if p.store_binds:  # a scatter: the address depends on data
+            printer = Printer({**self.printer.names, **{s: em.value(iv) for s, iv in p.store_binds}})
+        if p.store_mask is not None:
+            mask = f"({mask}) & ({em.value(p.store_mask)})"
+        idx = printer(p.store_index)
         ptr = self.ptr(p.buffer.name)
         if not (sympy.sympify(p.store_index).free_symbols & {XINDEX, RINDEX}):
             idx = f"{idx} + xindex * 0"
@@ -328,7 +335,11 @@ class KernelGen:
             val = f"{v}.to({TL_DTYPE[out_dtype]})"
         if p.value.op == "const":
             val = f"tl.broadcast_to({val}, ({ptr} + ({idx})).shape)"
-        em.line(f"tl.store({ptr} + ({idx}), {val}, {mask})")
+        mode = getattr(p.buffer, "store_mode", "store")
+        if mode == "store":
+            em.line(f"tl.store({ptr} + ({idx}), {val}, {mask})")
+        else:  # an atomic update (duplicate indices accumulate)
+            em.line(f"tl.{mode}({ptr} + ({idx}), {val}, {mask}, sem='relaxed')")
 
     def _finalize(self, em: Emitter, p, acc: str, acc_idx: str | None):
         rtype = p.reduction_type

@@ -249,12 +249,15 @@ class WrapperGen:
                 names = set(step.stores)
                 for p in step.prepared.values():
                     from ..ir.expr import loads_of
-                    names |= {ld.args[0] for ld in loads_of(p.value)}
+                    extra = [v for _, v in p.store_binds] + [p.store_mask] * (p.store_mask is not None)
+                    for v in [p.value] + extra:
+                        names |= {ld.args[0] for ld in loads_of(v)}
             else:
                 names = step.buffer.reads() | {step.buffer.name}
             for n in names:
                 buf = self.graph.by_name.get(n)
                 if isinstance(buf, ComputedBuffer) and buf.mutates:
+                    last[buf.mutates] = i  # the written buffer lives until the write is done
                     continue
                 last[n] = i
         return last

@@ -90,7 +90,7 @@ def _compare_scalars(actual, expected, how, op_name, kind, where) -> Optional[st
         return f"{where}: expected {expected!r}, got {actual!r}"
     if type(actual) is not type(expected):
         return f"{where}: expected {_kind_of(expected)}, got {_kind_of(actual)}"
-    if how == "values" and actual != expected:
+    if actual != expected:  # ints, bools, strings, sizes, dtypes: exact in every mode
         return f"{where}: expected {expected!r}, got {actual!r}"
     return None
 
@@ -120,6 +120,41 @@ def _metadata_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> Optional
         if a != e:
             return f"{attr} differs: expected {e}, got {a}"
     return None
+
+
+def compare_pooled(actual_runs: list, expected_runs: list, *, op_name: str,
+                   kind: str) -> Optional[str]:
+    """Random ops: runs with seeds 0..k-1 on each side; the first pair must agree in structure
+    and metadata, and each tensor's values, pooled over the runs, in distribution."""
+    msg = compare(actual_runs[0], expected_runs[0], how="metadata", op_name=op_name, kind=kind,
+                  where="")
+    if msg:
+        return msg
+    actual = _pool(actual_runs)
+    for where, expected in _pool(expected_runs).items():
+        msg = distribution_mismatch(actual[where], expected)
+        if msg:
+            return f"{where}: {msg} (values pooled over {len(actual_runs)} seeds)"
+    return None
+
+
+def _pool(runs: list) -> dict[str, torch.Tensor]:
+    pooled: dict[str, list] = {}
+    for run in runs:
+        for where, t in _tensor_leaves(run, ""):
+            pooled.setdefault(where, []).append(t.detach().reshape(-1))
+    return {where: torch.cat(parts) for where, parts in pooled.items()}
+
+
+def _tensor_leaves(value: Any, where: str):
+    if isinstance(value, torch.Tensor):
+        yield where, value
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _tensor_leaves(v, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _tensor_leaves(v, f"{where}[{k!r}]" if where else str(k))
 
 
 def distribution_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> Optional[str]:

@@ -56,7 +56,7 @@ CI_OPS = (
     # extern calls
     "mm", "addmm", "bmm", "nn.functional.conv2d", "nn.functional.scaled_dot_product_attention",
     # random, factories, data-dependent and fallback candidates
-    "nn.functional.dropout", "arange", "full", "sort", "topk", "nonzero", "item",
+    "nn.functional.dropout", "uniform", "arange", "full", "sort", "topk", "nonzero", "item",
 )
 
 

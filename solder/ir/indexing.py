@@ -38,7 +38,7 @@ class FloorDiv(sympy.Function):
             return FloorDiv(a.args[0], a.args[1] * b)
         # Pull out terms that are multiples of b: (4*i + j) // 2 == 2*i + j // 2.
         quotient, rest = _split_divisible(a, b)
-        if quotient != 0:
+        if quotient != 0 and _nonnegative(rest):
             return quotient + FloorDiv(rest, b)
         return None
 
@@ -56,9 +56,15 @@ class ModIndex(sympy.Function):
         if a.is_Integer and b.is_Integer:
             return sympy.Integer(int(a) % int(b))
         _, rest = _split_divisible(a, b)
-        if rest != a:
+        if rest != a and _nonnegative(rest):
             return ModIndex(rest, b)
         return None
+
+
+def _nonnegative(rest) -> bool:
+    # Generated code divides with C semantics (truncation): a split may only leave a remainder
+    # that is non-negative wherever the whole is, e.g. not (6*i + j - 1) // 2 -> 3*i + (j - 1) // 2
+    return rest == 0 or rest.is_nonnegative is True
 
 
 def _split_divisible(expr, d):
@@ -157,7 +163,61 @@ def simplify_index(expr, ranges: Mapping[sympy.Symbol, sympy.Expr]):
         if lo is not None and _le(0, lo) and _le(hi, b - 1):
             return sympy.Integer(0)
         return FloorDiv(a, b)
-    return expr.func(*[simplify_index(a, ranges) for a in expr.args])
+    out = expr.func(*[simplify_index(a, ranges) for a in expr.args])
+    return _recombine(out) if out.is_Add else out
+
+
+def _split_factor(term, kind):
+    """term == coeff * f with f a ``kind`` call and coeff free of index functions."""
+    if isinstance(term, kind):
+        return sympy.Integer(1), term
+    if term.is_Mul:
+        found = [a for a in term.args if isinstance(a, kind)]
+        if len(found) == 1:
+            coeff = sympy.Mul(*[a for a in term.args if a is not found[0]])
+            if not coeff.has(FloorDiv, ModIndex):
+                return coeff, found[0]
+    return None, None
+
+
+def _div_parts(term):
+    """term == coeff * FloorDiv(base, div) -> (coeff, base, div)."""
+    coeff, f = _split_factor(term, FloorDiv)
+    if f is None:
+        return None
+    return coeff, f.args[0], f.args[1]
+
+
+def _recombine(expr):
+    """Undo an unravel: ``R*(a // (Q*R)) + (a // Q) % R == a // Q`` (scaled), repeatedly, so that
+    dims split for a kernel and joined again by a store index vanish."""
+    changed = True
+    while changed and expr.is_Add:
+        changed = False
+        terms = list(expr.args)
+        for i, t in enumerate(terms):
+            coeff, rest = _split_factor(t, ModIndex)
+            if rest is None:
+                continue
+            inner, r = rest.args
+            if isinstance(inner, FloorDiv):
+                base, q = inner.args
+            else:
+                base, q = inner, sympy.Integer(1)
+            for j, u in enumerate(terms):
+                parts = _div_parts(u) if j != i else None
+                if parts is None:
+                    continue
+                k, ubase, p = parts
+                if ubase == base and sympy.expand(p - q * r) == 0 and sympy.expand(k - coeff * r) == 0:
+                    merged = coeff * (FloorDiv(base, q) if q != 1 else base)
+                    rest_terms = [x for n, x in enumerate(terms) if n not in (i, j)]
+                    expr = sympy.Add(*rest_terms, merged)
+                    changed = True
+                    break
+            if changed:
+                break
+    return expr
 
 
 def linear_coefficients(expr, var):

@@ -102,6 +102,10 @@ class InputBuffer(Buffer):
 class ComputedBuffer(Buffer):
     body: Any = None                  # Pointwise | Reduction
     mutates: Optional[str] = None     # name of the buffer whose storage this writes into
+    # a scatter into ``mutates``: loop index -> (storage index, indirect binds, mask or None);
+    # the index may hold symbols bound to data (``E.indirect_symbol``), as a gather's load does
+    scatter: Optional[Callable] = None
+    store_mode: str = "store"         # or an atomic update: "atomic_add", "atomic_max", ...
     _reads: Optional[set] = None
 
     def reads(self) -> set[str]:
@@ -111,10 +115,13 @@ class ComputedBuffer(Buffer):
             idx = [index_symbol(f"i{k}") for k in range(len(self.body.ranges))]
             if isinstance(self.body, Reduction):
                 ridx = [index_symbol(f"r{k}") for k in range(len(self.body.red_ranges))]
-                v = self.body.fn(idx, ridx)
+                vs = [self.body.fn(idx, ridx)]
             else:
-                v = self.body.fn(idx)
-            self._reads = {ld.args[0] for ld in loads_of(v)}
+                vs = [self.body.fn(idx)]
+            if self.scatter is not None:
+                _, binds, mask = self.scatter(idx)
+                vs += [v for _, v in binds] + ([mask] if mask is not None else [])
+            self._reads = {ld.args[0] for v in vs for ld in loads_of(v)}
         return self._reads
 
 

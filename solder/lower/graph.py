@@ -208,25 +208,17 @@ class GraphLowering:
             out.origins = origins
 
     def _as_view(self, node, args) -> Optional[Any]:
-        """A view op (its result shares the storage of its first tensor argument) lowers to a
-        layout on that storage, whatever the op: as_strided, unfold, diagonal, permute, ..."""
+        """A view op (its schema says the result aliases its first argument) lowers to a layout
+        on that argument's storage, whatever the op: as_strided, unfold, diagonal, permute, ..."""
+        if not _is_view_op(node.target):
+            return None
         val = node.meta.get("val")
-        if isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable:
-            return None  # an in-place op returns its (updated) input; not a view
         base_node = next((a for a in node.args if isinstance(a, fx.Node)), None)
-        if base_node is None:
+        if base_node is None or not isinstance(base_node.meta.get("val"), torch.Tensor):
             return None
-        base_val = base_node.meta.get("val")
-        if not isinstance(base_val, torch.Tensor):
-            return None
+        base_val = base_node.meta["val"]
         outs = val if isinstance(val, (list, tuple)) else [val]
         if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
-            return None
-        try:
-            storage = base_val.untyped_storage()._cdata
-            if not all(o.untyped_storage()._cdata == storage for o in outs):
-                return None
-        except Exception:
             return None
         if any(o.dtype != base_val.dtype for o in outs):
             return None  # a dtype-reinterpreting view (view(dtype)): let ATen do it
@@ -309,6 +301,22 @@ class GraphLowering:
                 else:
                     v = self.realize(v)
             self.outputs.append(v)
+
+
+# no alias annotation in their schemas, but they return views all the same
+_EXTRA_VIEWS = {aten._unsafe_view.default, aten._reshape_alias.default}
+
+
+def _is_view_op(target) -> bool:
+    if target in _EXTRA_VIEWS:
+        return True
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    schema = target._schema
+    if schema.is_mutable or not schema.returns:
+        return False
+    info = schema.returns[0].alias_info
+    return info is not None and not info.is_write
 
 
 def _layout_of(val: torch.Tensor) -> Layout:

@@ -230,3 +230,23 @@ def _cast(call: Call, x, dtype):
 @lowering(aten.clone.default, aten.lift_fresh_copy.default, aten.contiguous.default)
 def _clone(call: Call, x, memory_format=None):
     return Virtual(call.size, x.dtype, call.device, x.load, stride=call.stride)
+
+
+# prims that decompositions leave behind
+for _n, _s, _k in [("add", "add", K.DEFAULT), ("sub", "sub", K.DEFAULT), ("mul", "mul", K.DEFAULT),
+                   ("neg", "neg", K.DEFAULT), ("exp", "exp", K.DEFAULT), ("log", "log", K.DEFAULT),
+                   ("sqrt", "sqrt", K.DEFAULT), ("rsqrt", "rsqrt", K.DEFAULT),
+                   ("maximum", "maximum", K.DEFAULT), ("minimum", "minimum", K.DEFAULT)]:
+    _register([getattr(prims, _n).default], _s, _k)
+
+
+@lowering(prims.div.default)
+def _prims_div(call: Call, a, b):
+    # prims.div truncates for integers and is true division for floats
+    name = "truediv" if call.dtype.is_floating_point else "truncdiv"
+    return pointwise(call, name, [a, b], K.DEFAULT)
+
+
+@lowering(prims.where.default)
+def _prims_where(call: Call, cond, a, b):
+    return _where(call, cond, a, b)

@@ -150,3 +150,45 @@ def _max_dim(call: Call, x, dim, keepdim=False):
 def _any_all(call: Call, x, dims=None, keepdim=False):
     rtype = call.node.target.overloadpacket.__name__
     return reduce(call, x, dims, keepdim, rtype, value_dtype=torch.bool)
+
+
+prims = torch.ops.prims
+
+
+@lowering(prims.sum.default)
+def _prims_sum(call: Call, x, dims, output_dtype=None):
+    return reduce(call, x, dims, False, "sum",
+                  value_dtype=None if x.dtype.is_floating_point else call.dtype)
+
+
+@lowering(prims.var.default)
+def _prims_var(call: Call, x, dims, correction=1, output_dtype=None):
+    """Two passes over the row in one kernel: the mean, then the squared deviations."""
+    if x.dtype.is_complex:
+        raise Decline("complex var")
+    ndim = x.ndim
+    dims = _norm_dims(dims, ndim)
+    n = sympy.Integer(1)
+    for d in dims:
+        n = n * x.size[d]
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    total = reduce(call, x, dims, True, "sum", out_dtype=acc, value_dtype=acc)
+    count = E.index_value(n, torch.int64)
+
+    def centered_sq(idx):
+        mean_idx = [sympy.Integer(0) if d in dims else i for d, i in enumerate(idx)]
+        mean = E.call("truediv", total.load(mean_idx), E.cast(count, acc), dtype=acc)
+        c = E.call("sub", E.cast(x.load(idx), acc), mean, dtype=acc)
+        return E.call("mul", c, c, dtype=acc)
+    sq = Virtual(x.size, acc, x.device, centered_sq)
+    ss = reduce(call, sq, dims, False, "sum", out_dtype=acc, value_dtype=acc)
+    denom = E.cast(E.index_value(n - correction if not isinstance(correction, float) else n, torch.int64), acc)
+    if isinstance(correction, float):
+        denom = E.call("sub", denom, E.const(correction, acc), dtype=acc)
+    zero = E.const(0, acc)
+    out_dtype = call.dtype
+
+    def fn(idx):
+        d = E.call("maximum", denom, zero, dtype=acc)
+        return E.cast(E.call("truediv", ss.load(idx), d, dtype=acc), out_dtype)
+    return Virtual(call.size, out_dtype, call.device, fn, stride=call.stride)

@@ -79,7 +79,10 @@ class KernelBuilder:
             raise NotFusible("reduction input depends on a per-element in-kernel value")
         if buf.mutates:
             self._check_mutation(buf, p)
-        out = Prepared(buf, value, p.store_index, p.level, p.reduction_type)
+        self._check_after_write(buf, p)
+        binds = tuple((s, self.resolve(v, depth=0)) for s, v in p.store_binds)
+        smask = self.resolve(p.store_mask, depth=0) if p.store_mask is not None else None
+        out = Prepared(buf, value, p.store_index, p.level, p.reduction_type, binds, smask)
         self.members[buf.name] = out
         return out
 
@@ -87,8 +90,26 @@ class KernelBuilder:
         target = buf.mutates
         for other in self.members.values():
             for ld in E.loads_of(other.value):
-                if ld.args[0] == target and not equal(ld.args[1], p.store_index):
+                if ld.args[0] == target and (buf.scatter is not None
+                                             or not equal(ld.args[1], p.store_index)):
                     raise NotFusible("in-place write races with a read of another element")
+        if buf.scatter is not None and (self.k.rnumel != 1 or target in self.members or any(
+                o.buffer.mutates == target for o in self.members.values())):
+            raise NotFusible("a scatter needs every other write of its target done first")
+
+    def _check_after_write(self, buf, p):
+        # a write in this kernel is seen only by the same element's later reads: other programs
+        # may still be writing (a scatter: anywhere), so other reads go to a later kernel
+        for o in self.members.values():
+            target = o.buffer.mutates
+            if not target:
+                continue
+            if o.buffer.scatter is not None and target in (buf.name, buf.mutates):
+                raise NotFusible("writes the target of a scatter in this kernel")
+            for ld in E.loads_of(p.value):
+                if ld.args[0] == target and (o.buffer.scatter is not None
+                                             or not equal(ld.args[1], o.store_index)):
+                    raise NotFusible("reads a buffer another element of this kernel writes")
 
     def resolve(self, value: E.Value, depth: int) -> E.Value:
         if depth > 32:
@@ -101,7 +122,7 @@ class KernelBuilder:
             src = self.members[name]
             if src.reduction_type is not None:
                 if mask is not None or ind or not equal(index, src.store_index):
-                    raise NotFusible(f"reads reduction {name} outside its own row")
+                    raise NotFusible(f"reads reduction {name} outside its own row ({index} vs {src.store_index}, mask={mask}, ind={ind})")
                 return E.Value("rref", (name,), x.dtype)
             if equal(index, src.store_index) and mask is None and not ind:
                 return src.value if src.value.dtype == x.dtype else E.cast(src.value, x.dtype)
@@ -136,10 +157,7 @@ def schedule(graph, config: Config):
     for b in nodes:
         for r in b.reads():
             readers.setdefault(r, set()).add(b.name)
-    for b in nodes:
-        target = getattr(b, "mutates", None)
-        if target:
-            deps[b.name] |= {r for r in readers.get(target, ()) if r != b.name}
+    _order_writes(nodes, deps, order)
     size_ranges = {}
     by_name = graph.by_name
     done: set[str] = set()
@@ -164,6 +182,10 @@ def schedule(graph, config: Config):
                     break
         if placed:
             continue
+        if builder is not None and config.fuse and _hoist(builder, pending, deps, done, steps,
+                                                          by_name, size_ranges, kcount):
+            kcount += 1
+            continue
         if builder is not None:
             steps.append(builder)
             builder = None
@@ -184,6 +206,54 @@ def schedule(graph, config: Config):
     if builder is not None:
         steps.append(builder)
     return _finish(steps, graph, config)
+
+
+def _hoist(builder, pending, deps, done, steps, by_name, size_ranges, kcount) -> bool:
+    """A buffer that fits the open kernel but waits on an independent buffer: run that buffer
+    first, in its own step before the open kernel, and keep the open kernel growing."""
+    members = {n.name for n in builder.k.nodes}
+    for b in pending:
+        if not isinstance(b, ComputedBuffer) or not fits(b, builder.k.xnumel, builder.k.rnumel):
+            continue
+        missing = [by_name[d] for d in deps[b.name] - done]
+        if len(missing) != 1:
+            continue
+        (m,) = missing
+        if not (deps[m.name] <= done) or deps[m.name] & members:
+            continue
+        if isinstance(m, ComputedBuffer):
+            xn, rn = _tiling(m)
+            k = KernelBuilder(Kernel(f"k{kcount}", xn, rn), by_name, size_ranges)
+            k.try_add(m)
+            k.k.nodes.append(m)
+            steps.append(k)
+        else:
+            steps.append(CallStep(m))
+        pending.remove(m)
+        done.add(m.name)
+        return True
+    return False
+
+
+def _order_writes(nodes, deps, order):
+    """Writes into another buffer's storage keep program order: after the target exists and
+    after every earlier reader and writer of it; every later reader waits for them."""
+    last_write: dict = {}
+    readers_since: dict = {}
+    for b in nodes:
+        for r in b.reads():
+            if r in last_write and last_write[r] != b.name:
+                deps[b.name].add(last_write[r])
+            readers_since.setdefault(r, set()).add(b.name)
+        target = getattr(b, "mutates", None)
+        if target:
+            deps[b.name] |= readers_since.get(target, set()) - {b.name}
+            if target in order:
+                deps[b.name].add(target)
+            if target in last_write:
+                deps[b.name].add(last_write[target])
+            last_write[target] = b.name
+            readers_since[target] = set()
 
 
 def _tiling(b: ComputedBuffer):
@@ -229,9 +299,12 @@ def _finish(steps, graph, config):
     for b in graph.buffers:
         for r in b.reads():
             readers.setdefault(r, set()).add(b.name)
+    kernels = 0
     for s in steps:
         if isinstance(s, KernelBuilder):
             k = s.k
+            k.name = f"k{kernels}"  # numbered in launch order
+            kernels += 1
             k.prepared = {n.name: s.members[n.name] for n in k.nodes}
             for n in k.nodes:
                 outside = any(kernel_of.get(r) is not k for r in readers.get(n.name, ()))

@@ -28,6 +28,8 @@ class Prepared:
     store_index: sympy.Expr      # in terms of xindex (and rindex for r-level pointwise)
     level: str                   # "x": one value per row; "r": one per element of the row
     reduction_type: Optional[str] = None
+    store_binds: tuple = ()      # scatters: (symbol, Value) pairs bound in store_index
+    store_mask: Optional[E.Value] = None
 
 
 def equal(a, b) -> bool:
@@ -65,6 +67,7 @@ def fits(buf: ComputedBuffer, xnumel, rnumel) -> bool:
 
 def prepare(buf: ComputedBuffer, xnumel, rnumel, ranges_env: dict) -> Prepared:
     body = buf.body
+    binds, smask = (), None
     if isinstance(body, Reduction):
         xs = [index_symbol(f"i{k}") for k in range(len(body.ranges))]
         rs = [index_symbol(f"r{k}") for k in range(len(body.red_ranges))]
@@ -82,10 +85,13 @@ def prepare(buf: ComputedBuffer, xnumel, rnumel, ranges_env: dict) -> Prepared:
         idx = [index_symbol(f"i{j}") for j in range(len(sizes))]
         value = body.fn(idx)
         store = buf.layout.index(idx)
+        if buf.scatter is not None:
+            store, binds, smask = buf.scatter(idx)
         xs, rs = idx[:k], idx[k:]
         x_sizes, r_sizes = sizes[:k], sizes[k:]
         rtype = None
-    exprs = [store] + E.index_exprs(value)
+    extra = [v for _, v in binds] + ([smask] if smask is not None else [])
+    exprs = [store] + E.index_exprs(value) + [e for v in extra for e in E.index_exprs(v)]
     subst = {}
     for vars_, sizes, flat in ((xs, x_sizes, XINDEX), (rs, r_sizes, RINDEX)):
         new_sizes, new_vars, zeros = merge_dims(sizes, exprs, vars_)
@@ -110,4 +116,6 @@ def prepare(buf: ComputedBuffer, xnumel, rnumel, ranges_env: dict) -> Prepared:
         return simplify_index(e, ranges)
 
     value = E.map_indices(value, remap2)
-    return Prepared(buf, value, remap2(store), level, rtype)
+    binds = tuple((sym, E.map_indices(v, remap2)) for sym, v in binds)
+    smask = E.map_indices(smask, remap2) if smask is not None else None
+    return Prepared(buf, value, remap2(store), level, rtype, binds, smask)

@@ -1,0 +1,79 @@
+"""Symbolic sizes, random numbers, library calls."""
+import torch
+import torch.nn.functional as F
+
+import solder
+
+from .helpers import assert_same, check
+
+
+def test_dynamic_sizes_compile_once():
+    calls = []
+
+    def f(x, y):
+        return torch.softmax(x * 2, -1) + y.sum(), (x + 1)[:, 1:]
+    counting = torch.compile(f, backend="solder", dynamic=True)
+    for n in (3, 5, 9):
+        x, y = torch.randn(n, 7), torch.randn(n)
+        assert_same(counting(x, y), f(x, y))
+    report = solder.explain(f, torch.randn(4, 7), torch.randn(4), dynamic=True)
+    assert len(report.graphs) == 1
+    assert report.kernel_count == 3  # y.sum(); softmax with the add; the slice
+
+
+def test_dynamic_after_shape_change_recompiles_once():
+    import torch._dynamo
+    torch._dynamo.reset()
+    cnt = {"n": 0}
+
+    def backend(gm, inputs, **kw):
+        cnt["n"] += 1
+        return solder.backend(gm, inputs)
+    cf = torch.compile(lambda x: x.sin().sum(0), backend=backend)
+    for n in (4, 6, 8, 10):
+        x = torch.randn(n, 5)
+        assert_same(cf(x), x.sin().sum(0))
+    assert cnt["n"] == 2  # static first, then one symbolic graph for every other size
+
+
+def test_dropout_statistics_and_reproducibility():
+    f = lambda x: F.dropout(x, 0.25, training=True)  # noqa: E731
+    cf = torch.compile(f, backend="solder")
+    x = torch.ones(128, 64)
+    torch.manual_seed(1)
+    a = cf(x)
+    torch.manual_seed(1)
+    b = cf(x)
+    assert torch.equal(a, b)  # same seed, same numbers
+    c = cf(x)
+    assert not torch.equal(a, c)
+    kept = (a != 0).float().mean().item()
+    assert 0.72 < kept < 0.78
+    assert set(a.unique().tolist()) <= {0.0, torch.tensor(1 / 0.75).item()}
+
+
+def test_rand_randn_distribution():
+    cf = torch.compile(lambda x: (torch.rand_like(x), torch.randn_like(x)), backend="solder")
+    u, n = cf(torch.empty(256, 256))
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean().item() - 0.5) < 0.01
+    assert abs(n.mean().item()) < 0.02 and abs(n.std().item() - 1) < 0.02
+
+
+def test_matmuls_are_library_calls_with_fused_epilogues():
+    a, b, c = torch.randn(8, 16), torch.randn(16, 4), torch.randn(4)
+    r = check(lambda x, y, z: torch.relu(x @ y + z) * 2, a, b, c, kernels=1)
+    assert [e.op for e in r.externs] == ["aten.mm"] or len(r.externs) == 1
+    check(lambda x, y: torch.bmm(x, y).sigmoid(), torch.randn(2, 4, 5), torch.randn(2, 5, 3),
+          kernels=1)
+    check(lambda x, y, z: torch.baddbmm(z, x, y) - 1, torch.randn(2, 4, 5), torch.randn(2, 5, 3),
+          torch.randn(2, 4, 3))
+
+
+def test_convolution_and_attention():
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    r = check(lambda a, b: F.relu(F.conv2d(a, b, padding=1)) + 1, x, w, kernels=1,
+              rtol=1e-4, atol=1e-4)
+    assert len(r.externs) == 1
+    q = torch.randn(1, 2, 8, 4)
+    check(lambda a, b, c: F.scaled_dot_product_attention(a, b, c) * 2, q, q.clone(), q.clone(),
+          rtol=1e-4, atol=1e-4)

@@ -1,0 +1,65 @@
+"""What a user sees: explain reports, fallbacks with reasons, dumps, clear errors."""
+import os
+
+import pytest
+import torch
+
+import solder
+from solder.runtime.launch import KernelCompileError
+
+from .helpers import check
+
+
+def test_unlowered_op_falls_back_and_is_listed():
+    r = check(lambda x: torch.sort(x, -1).values * 2, torch.randn(4, 6))
+    ops = [f.op for f in r.fallbacks]
+    assert any("sort" in op for op in ops)
+    assert all(f.reason for f in r.fallbacks)
+    assert "ATen fallback" in str(r)
+
+
+def test_kernels_name_their_ops_and_source_lines():
+    def f(x):
+        return torch.exp(x) * 2
+    r = solder.explain(f, torch.randn(8))
+    k = r.graphs[0].kernels[0]
+    assert "aten.exp" in k.ops and "aten.mul.Tensor" in k.ops
+    assert "# fuses:" in k.source
+    assert any("torch.exp(x) * 2" in s for s in k.source_lines)
+
+
+def test_debug_dir_dumps_every_stage(tmp_path):
+    solder.explain(lambda x: x.softmax(-1), torch.randn(4, 8), options={"debug_dir": str(tmp_path)})
+    (graph_dir,) = list(tmp_path.iterdir())
+    names = {p.name for p in graph_dir.iterdir()}
+    assert {"fx_graph.txt", "ir.txt", "schedule.txt", "kernels.py", "wrapper.py"} <= names
+
+
+def test_debug_dir_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOLDER_DEBUG_DIR", str(tmp_path))
+    torch.compile(lambda x: x + 1, backend="solder")(torch.randn(3))
+    assert any(tmp_path.iterdir())
+
+
+def test_kernel_failure_names_kernel_and_graph(monkeypatch):
+    from solder.codegen import scalar_ops
+    monkeypatch.setitem(scalar_ops.SCALAR_OPS, "exp", lambda a, d: f"tl.no_such_fn({a[0]})")
+    with pytest.raises(Exception) as info:
+        torch.compile(lambda x: torch.exp(x), backend="solder")(torch.randn(4))
+    text = str(info.value)
+    assert "k0" in text and "graph" in text and "no_such_fn" in text
+
+
+def test_input_with_other_strides_is_refused_not_misread():
+    from solder.pipeline import CompileContext
+    import torch._dynamo
+    compiled = torch.compile(lambda x: x * 2, backend="solder")
+    x = torch.randn(4, 4)
+    compiled(x)
+    # dynamo guards on strides, so a transposed input recompiles and stays right
+    assert torch.equal(compiled(x.t()), x.t() * 2)
+
+
+def test_solder_debug_backend_runs_graphs_eagerly():
+    out = torch.compile(lambda x: x.softmax(-1) * 2, backend="solder_debug")(torch.randn(3, 5))
+    assert out.shape == (3, 5)

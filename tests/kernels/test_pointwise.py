@@ -1,0 +1,77 @@
+"""Elementwise ops through generated kernels: values, dtypes, promotion, and fusion into one kernel."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from .helpers import check
+
+UNARY = ["abs", "neg", "exp", "exp2", "expm1", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
+         "tanh", "sigmoid", "erf", "erfc", "floor", "ceil", "trunc", "round", "sign", "frac",
+         "reciprocal", "sinh", "cosh", "asinh"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_float32(name):
+    fn = getattr(torch, name)
+    x = torch.rand(37) * 2 + 0.1 if name in ("sqrt", "rsqrt", "log1p", "reciprocal") else torch.randn(37)
+    check(lambda t: fn(t), x, kernels=1, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_float_dtypes(dtype):
+    check(lambda a, b: torch.sigmoid(a * b + 1) - a / (b.abs() + 1), torch.randn(33, dtype=dtype),
+          torch.randn(33, dtype=dtype), kernels=1)
+
+
+def test_integer_arithmetic():
+    a, b = torch.randint(-20, 20, (64,)), torch.randint(1, 7, (64,)) * torch.tensor([1, -1]).repeat(32)
+    check(lambda x, y: (x // y, x % y, torch.fmod(x, y), x * y - 3, x & 5, x | 2, x ^ y, ~x),
+          a, b, kernels=1)
+
+
+def test_comparison_and_logic():
+    a, b = torch.randn(50), torch.randn(50)
+    check(lambda x, y: ((x < y) & (x > -0.5), (x == y) | ~(x >= 0), torch.logical_xor(x > 0, y > 0),
+                        torch.isnan(x / (y - y)), torch.isinf(1 / (x - x))), a, b, kernels=1)
+
+
+def test_promotion_int_float_bool():
+    check(lambda i, f, b: (i + f, i * 2.5, b + i, f / i, torch.where(b, i, f)),
+          torch.randint(1, 5, (20,)), torch.randn(20), torch.rand(20) > 0.5, kernels=1)
+
+
+def test_where_clamp_and_scalars():
+    check(lambda x: (torch.where(x > 0, x, 0.1 * x).clamp(-0.5, 0.5), x.clamp(min=0),
+                     x.clamp_max(0.2), F.relu(x) ** 2, x.pow(3), x.abs().pow(0.5)),
+          torch.randn(40), kernels=1)
+
+
+def test_casts_round_like_eager():
+    x = torch.randn(64) * 100
+    check(lambda t: (t.to(torch.bfloat16), t.to(torch.float16).float() * 3, t.to(torch.int32),
+                     t.to(torch.bool), (t > 0).to(torch.float32)), x, kernels=1)
+
+
+def test_nan_propagates_through_max_min():
+    x = torch.tensor([1.0, float("nan"), -2.0, 3.0])
+    y = torch.tensor([float("nan"), 0.0, 5.0, -1.0])
+    check(lambda a, b: (torch.maximum(a, b), torch.minimum(a, b), torch.fmax(a, b)), x, y)
+
+
+def test_long_chain_is_one_kernel():
+    check(lambda x: torch.tanh(torch.sigmoid(F.gelu(x)) * 2), torch.randn(1000), kernels=1)
+
+
+def test_broadcast_siblings_share_a_kernel():
+    check(lambda x, y: (x + y, x * y, (x - y).exp()), torch.randn(8, 16), torch.randn(16), kernels=1)
+
+
+def test_masked_fill_and_constants():
+    x = torch.randn(6, 5)
+    check(lambda t: (t.masked_fill(t > 0, -1.0), torch.full_like(t, 3.0) + t, torch.zeros_like(t),
+                     torch.ones(6, 5) * t), x)
+
+
+def test_arange_and_iota():
+    check(lambda x: (x + torch.arange(12).view(3, 4), torch.arange(2, 14, 3).float() * 0.5),
+          torch.randn(3, 4))

@@ -1,0 +1,99 @@
+"""Reductions over any dims, norms and their backwards; fusion of prologues and epilogues."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from .helpers import check
+
+DIMS = [None, 0, 1, -1, (0, 2), (1, 2)]
+
+
+@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_mean_amax(dims, keepdim):
+    x = torch.randn(4, 6, 5)
+    if dims is None:
+        check(lambda t: (t.sum(), t.mean(), t.amax(), t.amin()), x, kernels=1)
+        return
+    check(lambda t: (t.sum(dims, keepdim=keepdim), t.mean(dims, keepdim=keepdim),
+                     t.amax(dims, keepdim=keepdim), t.amin(dims, keepdim=keepdim)), x, kernels=1)
+
+
+def test_prod_any_all_integer_sum():
+    x = torch.rand(5, 7) + 0.5
+    check(lambda t: (t.prod(1), (t > 1).any(0), (t > 0.6).all(1), (t > 1).sum(1), t.prod()), x)
+
+
+def test_argmax_argmin_max_dim_with_ties_and_nan():
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, float("nan"), 1.0, 5.0], [0.0, 0.0, 0.0, 0.0]])
+    check(lambda t: (t.argmax(1), t.argmin(1), t.max(1), t.min(0), t.argmax()), x)
+
+
+def test_var_std_logsumexp():
+    x = torch.randn(6, 9)
+    check(lambda t: (t.var(1), t.std(0, keepdim=True), t.var(1, correction=0),
+                     torch.logsumexp(t, 1)), x, rtol=1e-4, atol=1e-5)
+
+
+def test_softmax_is_one_kernel():
+    check(lambda x: torch.softmax(x, -1), torch.randn(16, 64), kernels=1)
+
+
+def test_softmax_bf16_computed_in_fp32():
+    check(lambda x: x.softmax(-1, dtype=torch.float32).to(torch.bfloat16),
+          torch.randn(8, 40, dtype=torch.bfloat16), kernels=1)
+
+
+def test_layer_norm_is_one_kernel():
+    check(lambda x, w, b: F.layer_norm(x, (48,), w, b), torch.randn(10, 48), torch.randn(48),
+          torch.randn(48), kernels=1, rtol=1e-4, atol=1e-4)
+
+
+def test_rms_norm_with_residual_is_one_kernel():
+    def f(x, r, w):
+        h = x + r
+        y = h * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(h.dtype) * w
+        return y, h
+    bf = torch.bfloat16
+    check(f, torch.randn(8, 32, dtype=bf), torch.randn(8, 32, dtype=bf), torch.randn(32, dtype=bf),
+          kernels=1)
+
+
+def test_rms_norm_op():
+    check(lambda x, w: F.rms_norm(x, (24,), w, eps=1e-5), torch.randn(6, 24), torch.randn(24),
+          kernels=1, rtol=1e-4, atol=1e-4)
+
+
+def test_looped_reduction_when_row_is_long():
+    # rows longer than persistent_reduction_max run as a loop over the row, in stages
+    def f(x):
+        return torch.softmax(x, -1), x.sum(-1)
+    import solder
+    x = torch.randn(4, 300)
+    ref = f(x)
+    out = torch.compile(f, backend="solder", options={"persistent_reduction_max": 64})(x)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    report = solder.explain(f, x, options={"persistent_reduction_max": 64})
+    assert report.kernel_count == 1
+    assert "for roffset in range" in report.source()
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, w, b: F.layer_norm(x, (32,), w, b),
+    lambda x, w, b: torch.log_softmax(x * w + b, -1),
+    lambda x, w, b: F.rms_norm(x, (32,), w) + b,
+])
+def test_norm_backwards(fn):
+    check(fn, torch.randn(6, 32, requires_grad=True), torch.randn(32, requires_grad=True),
+          torch.randn(32, requires_grad=True), grad=True, rtol=1e-4, atol=1e-4)
+
+
+def test_reduction_over_noncontiguous_input():
+    x = torch.randn(6, 8).t()
+    check(lambda t: (t.sum(1), t.amax(1)), x, kernels=1)
+    check(lambda t: (t.sum(1), t.amax(0)), x, kernels=2)  # two tilings
+
+
+def test_cross_entropy_forward_backward():
+    check(lambda x, t: F.cross_entropy(x, t), torch.randn(8, 30, requires_grad=True),
+          torch.randint(0, 30, (8,)), grad=True, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,54 @@
+"""Index arithmetic: simplification with ranges, loop merging, unravel/recombine."""
+import sympy
+
+from solder.ir.indexing import (FloorDiv, ModIndex, index_symbol, merge_dims, simplify_index,
+                                size_symbol, unravel)
+
+i0, i1, i2, x = (index_symbol(n) for n in ("i0", "i1", "i2", "x"))
+
+
+def test_floordiv_and_mod_vanish_with_ranges():
+    r = {i0: 4, i1: 3, i2: 5}
+    assert simplify_index(FloorDiv(15 * i0 + 5 * i1 + i2, 5), r) == 3 * i0 + i1
+    assert simplify_index(ModIndex(15 * i0 + 5 * i1 + i2, 5), r) == i2
+
+
+def test_floordiv_kept_when_range_unknown():
+    e = simplify_index(FloorDiv(i0 + i1, 4), {i0: 8, i1: 8})
+    assert e.has(FloorDiv)
+
+
+def test_symbolic_divisor():
+    s0 = size_symbol("s0")
+    r = {i0: 4, i1: s0}
+    assert simplify_index(FloorDiv(s0 * i0 + i1, s0), r) == i0
+    assert simplify_index(ModIndex(s0 * i0 + i1, s0), r) == i1
+
+
+def test_merge_contiguous_dims():
+    sizes, vars_, subst = merge_dims([4, 3, 5], [15 * i0 + 5 * i1 + i2], [i0, i1, i2])
+    assert sizes == [60] and len(vars_) == 1
+
+
+def test_merge_keeps_transposed_dims_apart():
+    sizes, _, _ = merge_dims([4, 3, 5], [i0 + 4 * i1 + 12 * i2], [i0, i1, i2])
+    assert sizes == [4, 3, 5]
+
+
+def test_merge_partial_and_size_one():
+    sizes, _, subst = merge_dims([4, 1, 3, 5], [15 * i0 + 5 * i1 + i2],
+                                 [i0, index_symbol("u"), i1, i2])
+    assert sizes == [60]
+
+
+def test_unravel_then_store_recombines():
+    idx = unravel(x, [4, 3, 5])
+    assert simplify_index(15 * idx[0] + 5 * idx[1] + idx[2], {x: 60}) == x
+    s0 = size_symbol("s0")
+    assert simplify_index(s0 * FloorDiv(x, s0) + ModIndex(x, s0), {x: 4 * s0}) == x
+
+
+def test_constant_folding():
+    assert FloorDiv(sympy.Integer(17), 5) == 3
+    assert ModIndex(sympy.Integer(17), 5) == 2
+    assert FloorDiv(FloorDiv(x, 3), 4) == FloorDiv(x, 12)
