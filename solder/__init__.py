@@ -14,3 +14,16 @@ from .config import Config  # noqa: E402
 from .explain import Report, explain  # noqa: E402
 
 __all__ = ["backend", "debug_backend", "explain", "Report", "Config", "__version__"]
+
+
+def _register_backends() -> None:
+    """Make backend="solder" work when solder is on the path without being installed (the
+    entry point covers installed copies)."""
+    from torch._dynamo.backends.registry import _BACKENDS, register_backend
+    if "solder" not in _BACKENDS:
+        register_backend(backend, name="solder")
+    if "solder_debug" not in _BACKENDS:
+        register_backend(debug_backend, name="solder_debug")
+
+
+_register_backends()
