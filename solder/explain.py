@@ -62,10 +62,13 @@ def explain(fn, *args, options: dict | None = None, dynamic=None, **kwargs) -> R
     ctx = CompileContext(config_mod.resolve(options))
     compiled = torch.compile(fn, backend=backend_for(options, ctx), dynamic=dynamic)
     out = compiled(*args, **kwargs)
-    if any(isinstance(a, torch.Tensor) and a.requires_grad for a in _flat(args, kwargs)):
-        outs = [o for o in _flat((out,), {}) if isinstance(o, torch.Tensor) and o.requires_grad]
-        if outs:
-            torch.autograd.backward([o.sum() for o in outs])
+    leaves = [a for a in _flat(args, kwargs) if isinstance(a, torch.Tensor) and a.requires_grad]
+    if isinstance(fn, torch.nn.Module):
+        leaves += [p for p in fn.parameters() if p.requires_grad]
+    outs = [o for o in _flat((out,), {}) if isinstance(o, torch.Tensor) and o.requires_grad]
+    if leaves and outs:
+        # autograd.grad, not backward: the caller's .grad fields stay untouched
+        torch.autograd.grad([o.float().sum() for o in outs], leaves, allow_unused=True)
     report = Report(list(ctx.graphs))
     torch._dynamo.reset()
     return report

@@ -9,10 +9,11 @@ from .launch import KernelRunner, load_module
 
 
 class CompiledGraph:
-    _boxed_call = True  # AOTAutograd passes the inputs as one list it lets us clear
-
     def __init__(self, name: str, wrapper, module_src: str, kernels: dict[str, KernelSource],
                  config, dump_path):
+        # AOTAutograd passes the inputs as one list; an instance attribute survives the
+        # functools.wraps of Dynamo's disable() around backward graphs
+        self._boxed_call = True
         self.name = name
         self.wrapper_source = wrapper.source
         self.kernel_source = module_src
