@@ -23,7 +23,8 @@ EXTRA = [
     aten.sigmoid_backward, aten.tanh_backward, aten.threshold_backward, aten.addcmul,
     aten.addcdiv, aten.lerp, aten.native_group_norm, aten.native_group_norm_backward,
     aten.native_batch_norm, aten._native_batch_norm_legit_functional,
-    aten._native_batch_norm_legit_no_training, aten.native_batch_norm_backward,
+    aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit,
+    aten.native_batch_norm_backward,
     aten.leaky_relu, aten.leaky_relu_backward, aten.elu, aten.elu_backward, aten.softplus,
     aten.softplus_backward, aten.log_sigmoid_forward, aten.log_sigmoid_backward,
 ]
@@ -33,6 +34,7 @@ KEEP = [
     aten.addmm, aten.mm, aten.bmm, aten.baddbmm, aten.convolution,
     aten.convolution_backward, aten._scaled_dot_product_flash_attention,
     aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_cudnn_attention,
+    aten.select_scatter,  # a region scatter (solder/lower/scatter.py), like slice_scatter
     aten._scaled_dot_product_flash_attention_for_cpu,
     aten._scaled_dot_product_flash_attention_for_cpu_backward,
 ]

@@ -88,6 +88,9 @@ class WrapperGen:
         names = [name for _, name, _ in g.inputs]
         if names:
             self.emit(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
+        for cname, value in g.constants:
+            self.consts.append(value)
+            self.emit(f"{cname} = CONSTS[{len(self.consts) - 1}]")
         self._bind_symbols()
         self._check_inputs()
         if g.rand_slots:
@@ -177,6 +180,10 @@ class WrapperGen:
             elif kind == "numel":
                 args.append(self.p(k.xnumel if what == "x" else k.rnumel))
         self.emit(f"K[{k.name!r}]({', '.join(args)})")
+        for name in k.stores:  # a scatter's result is its target: readers use the scatter's name
+            buf = self.graph.by_name[name]
+            if getattr(buf, "scatter", None) is not None:
+                self.emit(f"{name} = {buf.mutates}")
 
     def _arg(self, a) -> str:
         if isinstance(a, BufferArg):
@@ -258,6 +265,7 @@ class WrapperGen:
                 buf = self.graph.by_name.get(n)
                 if isinstance(buf, ComputedBuffer) and buf.mutates:
                     last[buf.mutates] = i  # the written buffer lives until the write is done
-                    continue
+                    if buf.scatter is None:
+                        continue
                 last[n] = i
         return last

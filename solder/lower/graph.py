@@ -42,6 +42,7 @@ class GraphLowering:
         self.inputs: list[tuple[str, str, Any]] = []   # (kind "tensor"/"symint"/"other", name, meta)
         self.outputs: list[Any] = []
         self.fallbacks: list[tuple[str, str]] = []
+        self.constants: list[tuple[str, torch.Tensor]] = []   # tensors the graph holds
         self.env: dict[fx.Node, Any] = {}
         self.rand_slots = 0
         self.current_origins: list[str] = []
@@ -154,8 +155,13 @@ class GraphLowering:
     def _constant(self, node):
         value = getattr(self.gm, node.target)
         if isinstance(value, torch.Tensor):
-            raise LoweringError(f"graph {self.graph_name} holds a tensor constant {node.target}; "
-                                "Solder expects lifted parameters")
+            # a tensor the graph holds (not an input): the wrapper binds it like an input
+            name = f"const{len(self.constants)}"
+            layout = Layout(tuple(sym_list(value.shape)), tuple(sym_list(value.stride())),
+                            sympy.Integer(0), value.dtype, value.device)
+            self.add_buffer(InputBuffer(name, layout, position=-1))
+            self.constants.append((name, value))
+            return Stored(name, layout, root_meta_offset=value.storage_offset())
         return value
 
     def _args(self, node):
@@ -295,12 +301,19 @@ class GraphLowering:
         for r, meta in zip(results, metas):
             v = self.env[r] if isinstance(r, fx.Node) else r
             if isinstance(v, TensorValue):
-                stride = sym_list(meta.stride()) if isinstance(meta, torch.Tensor) else None
-                if isinstance(v, Virtual) and stride is not None:
-                    v = self.realize(v, stride=stride)
-                else:
-                    v = self.realize(v)
+                v = self._realize_output(v, meta)
             self.outputs.append(v)
+
+    def _realize_output(self, v: TensorValue, meta) -> Stored:
+        """Outputs keep eager's exact layout: a backward graph was traced against it."""
+        if not isinstance(meta, torch.Tensor):
+            return self.realize(v)
+        if isinstance(v, Virtual):
+            return self.realize(v, stride=sym_list(meta.stride()))
+        if isinstance(v, VirtualView):
+            base = self.realize(v.base)
+            return base.view(v.size, v.stride, v.offset)
+        return v
 
 
 # no alias annotation in their schemas, but they return views all the same
