@@ -17,6 +17,19 @@ def kernel_module_source(kernels: list[KernelSource]) -> str:
     parts.append(PRELUDE)
     if any(k.is_reduction for k in kernels):
         parts.append(REDUCTION_PRELUDE)
+    first_with_body: dict[str, str] = {}
     for k in kernels:
+        key = body_key(k)
+        if key in first_with_body:
+            # identical code (a repeated layer): one function, compiled and tuned once
+            parts.append(f"\n{k.name} = {first_with_body[key]}  # same code as {first_with_body[key]}\n")
+            continue
+        first_with_body[key] = k.name
         parts.append("\n" + k.source)
     return "\n".join(parts)
+
+
+def body_key(k: KernelSource) -> str:
+    """A kernel's code without its name and comments: equal keys mean interchangeable kernels."""
+    lines = [ln for ln in k.source.splitlines() if not ln.lstrip().startswith("#")]
+    return "\n".join(lines).replace(f"def {k.name}(", "def KERNEL(", 1)

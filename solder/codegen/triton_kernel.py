@@ -225,7 +225,8 @@ class KernelGen:
     def ptr(self, buf: str) -> str:
         target = self.by_name[buf].mutates if getattr(self.by_name[buf], "mutates", None) else buf
         if target not in self.ptr_names:
-            self.ptr_names[target] = f"ptr_{target}"
+            # numbered, not named after buffers: identical layers then give identical code
+            self.ptr_names[target] = f"ptr{len(self.ptr_names)}"
             self.args.append(("ptr", target))
         return self.ptr_names[target]
 
@@ -265,6 +266,7 @@ class KernelGen:
         header = [f"@triton.jit", f"def {k.name}({', '.join(sig)}):"]
         origins = k.origins()
         doc = [f"    # fuses: {', '.join(origins)}"] if origins else []
+        doc += ["    # pointers: " + ", ".join(f"{p}={b}" for b, p in self.ptr_names.items())]
         doc += [f"    # from: {s}" for s in k.source_lines()[:6]]
         src = "\n".join(header + doc + body) + "\n"
         return KernelSource(k.name, src, list(self.args), k.is_reduction, k.persistent,
@@ -333,9 +335,11 @@ class KernelGen:
             val = f"({v} != 0)"
         else:
             val = f"{v}.to({TL_DTYPE[out_dtype]})"
-        if p.value.op == "const":
-            val = f"tl.broadcast_to({val}, ({ptr} + ({idx})).shape)"
         mode = getattr(p.buffer, "store_mode", "store")
+        if p.value.op == "const":  # a constant is one element: give it the block's shape
+            shape = "[XBLOCK]" if not k.is_reduction else (
+                "[XBLOCK, RBLOCK]" if p.level == "r" else "[XBLOCK, 1]")
+            val = f"(tl.full({shape}, 0, {TL_DTYPE[out_dtype]}) + {val})"
         if mode == "store":
             em.line(f"tl.store({ptr} + ({idx}), {val}, {mask})")
         else:  # an atomic update (duplicate indices accumulate)

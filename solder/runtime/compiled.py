@@ -20,9 +20,12 @@ class CompiledGraph:
         runners = {}
         if kernels:
             mod = load_module(module_src, config.cache_dir, stem=name)
+            by_fn = {}
             for kname, src in kernels.items():
-                runners[kname] = KernelRunner(getattr(mod, kname), src, name, dump_path,
-                                              config.autotune)
+                fn = getattr(mod, kname)
+                if id(fn) not in by_fn:  # kernels with identical code share launch tuning
+                    by_fn[id(fn)] = KernelRunner(fn, src, name, dump_path, config.autotune)
+                runners[kname] = by_fn[id(fn)]
         namespace = {"K": runners, "OPS": wrapper.ops, "CONSTS": wrapper.consts, "S": support,
                      "torch": torch}
         code = compile(wrapper.source, f"<solder {name} wrapper>", "exec")

@@ -79,10 +79,12 @@ class KernelRunner:
             if interp:
                 return [dict(XBLOCK=max(1, min(_next_pow2(xnumel), 16384 // rb)), RBLOCK=rb)]
             out = []
-            for elems in (2048, 4096, 8192):
+            for elems in (1024, 2048, 4096, 8192):
                 xb = max(1, min(elems // rb, _next_pow2(xnumel), 64))
                 warps = 4 if rb * xb <= 2048 else (8 if rb * xb <= 8192 else 16)
                 out.append(dict(XBLOCK=xb, RBLOCK=rb, num_warps=warps))
+                if rb * xb >= 4096:  # long rows: more warps hide more latency
+                    out.append(dict(XBLOCK=xb, RBLOCK=rb, num_warps=min(32, warps * 2)))
             return _unique(out)
         if interp:
             return [dict(XBLOCK=1, RBLOCK=min(_next_pow2(rnumel), 4096))]

@@ -18,7 +18,7 @@ def test_dynamic_sizes_compile_once():
         assert_same(counting(x, y), f(x, y))
     report = solder.explain(f, torch.randn(4, 7), torch.randn(4), dynamic=True)
     assert len(report.graphs) == 1
-    assert report.kernel_count == 3  # y.sum(); softmax with the add; the slice
+    assert report.kernel_count <= 3  # y.sum(); softmax with the add; the slice
 
 
 def test_dynamic_after_shape_change_recompiles_once():
