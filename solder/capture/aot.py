@@ -16,6 +16,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 from ..pipeline import CompileContext, compile_graph
 from .decompositions import solder_decompositions
 from .passes import prepare_graph
+from .scatter_rewrite import rewrite_view_scatters
 
 
 def _compiler(kind: str, ctx: CompileContext):
@@ -36,7 +37,7 @@ def _decomps():
 
 def make_aot_backend(ctx: CompileContext):
     decomps = _decomps() if ctx.config.decompose else {}
-    return aot_autograd(
+    backend = aot_autograd(
         fw_compiler=_compiler("forward", ctx),
         bw_compiler=_compiler("backward", ctx),
         inference_compiler=_compiler("inference", ctx),
@@ -44,3 +45,8 @@ def make_aot_backend(ctx: CompileContext):
         partition_fn=_partition,
         keep_inference_input_mutations=True,
     )
+
+    def compile_fn(gm, example_inputs):
+        rewrite_view_scatters(gm)  # before autograd: gradients right, shapes static
+        return backend(gm, example_inputs)
+    return compile_fn

@@ -223,6 +223,10 @@ class WrapperGen:
         lhs = buf.name if buf.layout is not None or buf.tuple_of is None else buf.name
         self.emit(f"{lhs} = {op}({', '.join(args)})  # {buf.origins[0] if buf.origins else ''}")
         if buf.layout is not None:
+            for d, n in enumerate(buf.layout.size):  # a size only the data gives (nonzero, x[mask])
+                if isinstance(n, sympy.Symbol) and n not in self.bound:
+                    self.emit(f"{n} = {buf.name}.size({d})")
+                    self.bound.add(n)
             self._ensure(buf)
 
     def _ensure(self, buf):

@@ -91,6 +91,37 @@ def with_mask(v: "Value", mask: "Value") -> "Value":
     return go(v)
 
 
+def bind_indirect(v: "Value", binds: tuple) -> "Value | None":
+    """``v`` evaluated at an index holding the symbols of ``binds`` (symbol, Value): every load
+    whose index uses one carries its binding. None if anything else (an index value, a random
+    offset) uses one: those are printed without bindings."""
+    syms = {s for s, _ in binds}
+    memo: dict = {}
+    failed = []
+
+    def go(x):
+        if x in memo:
+            return memo[x]
+        if x.op == "load":
+            buf, index, m, ind = x.args
+            ind = tuple((s, go(iv)) for s, iv in ind)
+            used = sympy.sympify(index).free_symbols & syms
+            ind = ind + tuple((s, iv) for s, iv in binds if s in used and s not in dict(ind))
+            out = Value("load", (buf, index, go(m) if m is not None else None, ind), x.dtype)
+        elif x.op in ("cast", "call"):
+            out = Value(x.op, tuple(go(a) if isinstance(a, Value) else a for a in x.args), x.dtype)
+        else:
+            if x.op in ("index", "rand") and sympy.sympify(
+                    x.args[0] if x.op == "index" else x.args[1]).free_symbols & syms:
+                failed.append(x)
+            out = x
+        memo[x] = out
+        return out
+
+    out = go(v)
+    return None if failed else out
+
+
 def const(value, dtype: torch.dtype) -> Value:
     if dtype == torch.bool:
         value = bool(value)

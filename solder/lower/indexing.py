@@ -23,9 +23,24 @@ def wrapped(call: Call, index_value: E.Value, n) -> E.Value:
     return E.call("where", neg, E.call("add", iv, size, dtype=torch.int64), iv, dtype=torch.int64)
 
 
-def gather_load(s: Stored, src_idx: list, indirect: dict) -> E.Value:
+def gather_source(call: Call, x: TensorValue) -> TensorValue:
+    """What a gather reads: ``x`` itself when its elements can be recomputed at data-dependent
+    indices (pointwise work on buffers, fused into the gather), else ``x`` in memory."""
+    if isinstance(x, Stored):
+        return x
+    syms = [sympy.Symbol(f"ind_probe{k}", integer=True) for k in range(x.ndim)]
+    probe = x.load(syms)
+    fake = tuple((s, E.const(0, torch.int64)) for s in syms)
+    if E.count_ops(probe) <= call.graph.config.inline_max_ops and \
+            E.bind_indirect(probe, fake) is not None:
+        return x
+    return call.graph.realize(x)
+
+
+def gather_load(s: TensorValue, src_idx: list, indirect: dict) -> E.Value:
     """Load ``s`` at ``src_idx`` where some entries are data-dependent values (``indirect``
-    maps dim -> Value). ``s`` is in memory: the address depends on data."""
+    maps dim -> Value): the address depends on data. ``s`` is in memory, or a value that
+    ``gather_source`` allows to be recomputed there."""
     x = s
     idx = list(src_idx)
     binds = []
@@ -37,7 +52,9 @@ def gather_load(s: Stored, src_idx: list, indirect: dict) -> E.Value:
         ok = E.call("logical_and", E.call("ge", v, E.const(0, torch.int64), dtype=torch.bool),
                     E.call("lt", v, E.index_value(x.size[d]), dtype=torch.bool), dtype=torch.bool)
         mask = ok if mask is None else E.call("logical_and", mask, ok, dtype=torch.bool)
-    return E.load(s.buffer, s.layout.index(idx), s.dtype, mask=mask, indirect=tuple(binds))
+    if isinstance(s, Stored):
+        return E.load(s.buffer, s.layout.index(idx), s.dtype, mask=mask, indirect=tuple(binds))
+    return E.with_mask(E.bind_indirect(s.load(idx), tuple(binds)), mask)
 
 
 @lowering(aten.index.Tensor)
@@ -56,7 +73,7 @@ def _index(call: Call, x, indices):
     nb = len(bshape)
     first = present[0] if adjacent else 0
     out_size = call.size
-    xs = call.graph.realize(x)
+    xs = gather_source(call, x)
 
     def fn(idx):
         bidx = idx[first:first + nb]
@@ -78,7 +95,7 @@ def _index(call: Call, x, indices):
 @lowering(aten.index_select.default)
 def _index_select(call: Call, x, dim, index):
     dim = dim % max(x.ndim, 1)
-    xs = call.graph.realize(x)
+    xs = gather_source(call, x)
 
     def fn(idx):
         src = list(idx)
@@ -90,7 +107,7 @@ def _index_select(call: Call, x, dim, index):
 @lowering(aten.gather.default)
 def _gather(call: Call, x, dim, index, sparse_grad=False):
     dim = dim % max(x.ndim, 1)
-    xs = call.graph.realize(x)
+    xs = gather_source(call, x)
 
     def fn(idx):
         v = wrapped(call, index.load(idx), x.size[dim])
@@ -101,7 +118,7 @@ def _gather(call: Call, x, dim, index, sparse_grad=False):
 @lowering(aten.embedding.default)
 def _embedding(call: Call, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
                sparse=False):
-    ws = call.graph.realize(weight)
+    ws = gather_source(call, weight)
 
     def fn(idx):
         v = wrapped(call, indices.load(idx[:-1]), weight.size[0])

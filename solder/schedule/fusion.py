@@ -72,6 +72,7 @@ class KernelBuilder:
 
     def try_add(self, buf: ComputedBuffer) -> Prepared:
         p = prepare(buf, self.k.xnumel, self.k.rnumel, self.ranges)
+        self._check_after_write(buf, p)
         value = self.resolve(p.value, depth=0)
         if p.level == "x" and p.reduction_type is None and _uses_rindex(value):
             raise NotFusible("a per-row value that needs the whole row")
@@ -79,7 +80,6 @@ class KernelBuilder:
             raise NotFusible("reduction input depends on a per-element in-kernel value")
         if buf.mutates:
             self._check_mutation(buf, p)
-        self._check_after_write(buf, p)
         binds = tuple((s, self.resolve(v, depth=0)) for s, v in p.store_binds)
         smask = self.resolve(p.store_mask, depth=0) if p.store_mask is not None else None
         out = Prepared(buf, value, p.store_index, p.level, p.reduction_type, binds, smask)
@@ -107,8 +107,8 @@ class KernelBuilder:
             if o.buffer.scatter is not None and target in (buf.name, buf.mutates):
                 raise NotFusible("writes the target of a scatter in this kernel")
             for ld in E.loads_of(p.value):
-                if ld.args[0] == target and (o.buffer.scatter is not None
-                                             or not equal(ld.args[1], o.store_index)):
+                if ld.args[0] in (target, o.buffer.name) and (
+                        o.buffer.scatter is not None or not equal(ld.args[1], o.store_index)):
                     raise NotFusible("reads a buffer another element of this kernel writes")
 
     def resolve(self, value: E.Value, depth: int) -> E.Value:
@@ -132,6 +132,10 @@ class KernelBuilder:
             v = buf.body.fn([simplify_index(sympy.sympify(i), self.ranges) for i in idx])
             v = E.map_indices(v, lambda e: simplify_index(e, self.ranges))
             v = self.resolve(v, depth + 1)
+            if ind:  # a gather's data-dependent index: the recomputed loads need its bindings
+                v = E.bind_indirect(v, ind)
+                if v is None:
+                    raise NotFusible(f"gathers from {name} at an index only data gives")
             if mask is not None:
                 v = E.with_mask(v, mask)
             return v if v.dtype == x.dtype else E.cast(v, x.dtype)
@@ -157,7 +161,15 @@ def schedule(graph, config: Config):
     for b in nodes:
         for r in b.reads():
             readers.setdefault(r, set()).add(b.name)
-    _order_writes(nodes, deps, order)
+    writers: dict[str, set] = {}
+    for b in nodes:
+        target = getattr(b, "mutates", None)
+        if target:
+            deps[b.name] |= {r for r in readers.get(target, ()) if r != b.name}
+            # after the target exists and after earlier writes into it (a scatter's later readers
+            # read the write's own name, so they wait for it through ``reads``)
+            deps[b.name] |= ({target} & set(order)) | writers.get(target, set())
+            writers.setdefault(target, set()).add(b.name)
     size_ranges = {}
     by_name = graph.by_name
     done: set[str] = set()
@@ -235,27 +247,6 @@ def _hoist(builder, pending, deps, done, steps, by_name, size_ranges, kcount) ->
     return False
 
 
-def _order_writes(nodes, deps, order):
-    """Writes into another buffer's storage keep program order: after the target exists and
-    after every earlier reader and writer of it; every later reader waits for them."""
-    last_write: dict = {}
-    readers_since: dict = {}
-    for b in nodes:
-        for r in b.reads():
-            if r in last_write and last_write[r] != b.name:
-                deps[b.name].add(last_write[r])
-            readers_since.setdefault(r, set()).add(b.name)
-        target = getattr(b, "mutates", None)
-        if target:
-            deps[b.name] |= readers_since.get(target, set()) - {b.name}
-            if target in order:
-                deps[b.name].add(target)
-            if target in last_write:
-                deps[b.name].add(last_write[target])
-            last_write[target] = b.name
-            readers_since[target] = set()
-
-
 def _tiling(b: ComputedBuffer):
     if isinstance(b.body, Reduction):
         return product(b.body.ranges), product(b.body.red_ranges)
@@ -299,6 +290,7 @@ def _finish(steps, graph, config):
     for b in graph.buffers:
         for r in b.reads():
             readers.setdefault(r, set()).add(b.name)
+    targets = {getattr(b, "mutates", None) for b in graph.buffers}  # written later: in memory
     kernels = 0
     for s in steps:
         if isinstance(s, KernelBuilder):
@@ -308,7 +300,7 @@ def _finish(steps, graph, config):
             k.prepared = {n.name: s.members[n.name] for n in k.nodes}
             for n in k.nodes:
                 outside = any(kernel_of.get(r) is not k for r in readers.get(n.name, ()))
-                if n.mutates or n.name in outputs or outside:
+                if n.mutates or n.name in outputs or outside or n.name in targets:
                     k.stores.append(n.name)
             k.persistent = _persistent(k, config)
             out.append(k)

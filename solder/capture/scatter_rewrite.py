@@ -1,0 +1,123 @@
+"""Rewrites of Dynamo's graph before AOTAutograd traces it, so that the traced gradients are
+right and need no data-dependent shapes.
+
+- ``as_strided_scatter``: eager's derivative formula is inverted (for x = arange(4.), y of size 2,
+  ``as_strided_scatter(x, y, (2,), (2,))`` with upstream grad [1, 2, 3, 4] gives x.grad
+  [1, 0, 3, 0] where the answer is [0, 2, 0, 4]), and AOTAutograd would trace that formula. The
+  call becomes ``out = a.clone(); out.as_strided(size, stride, offset).copy_(b)``, whose
+  gradient autograd derives from the view and the in-place copy. Functionalization turns it back
+  into one ``as_strided_scatter`` for the forward.
+- ``index_put`` / ``index_put_`` / ``x[mask] = v`` with one boolean index: the backward of
+  ``index_put`` indexes by the mask, a data-dependent shape (nonzero) that AOTAutograd cannot
+  trace. Written as ``where`` (values broadcast over the selected elements) or ``masked_scatter``
+  (values taken in order), the same result has shape-static gradients.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+
+
+def as_strided_scatter(a, b, size, stride, storage_offset=None):
+    out = a.clone()
+    out.as_strided(size, stride, storage_offset).copy_(b)
+    return out
+
+
+def _bool_put(a, mask, first, values, accumulate):
+    """``a`` with ``a[(slice(None),) * first + (mask,)] = values`` (or ``+=``)."""
+    k = mask.dim()
+    trailing = a.dim() - first - k
+    values = torch.as_tensor(values, dtype=a.dtype, device=a.device)
+    m = mask.reshape([1] * first + list(mask.shape) + [1] * trailing)
+    count_dim = values.dim() - trailing - 1
+    if count_dim < 0 or values.shape[count_dim] == 1:
+        if count_dim >= 0:  # drop the broadcast count dim, stand the values over the mask dims
+            shape = list(values.shape)
+            values = values.reshape(shape[:count_dim] + [1] * k + shape[count_dim + 1:])
+        new = a + values if accumulate else values.to(a.dtype)
+        return torch.where(m, new, a)
+    lead = [a.shape[d] for d in range(first)]
+    full = values.expand(lead + [values.shape[count_dim]] + list(a.shape[first + k:]))
+    m = m.expand(a.shape)
+    if accumulate:
+        return a + torch.zeros_like(a).masked_scatter(m, full)
+    return a.masked_scatter(m, full)
+
+
+def index_put(a, indices, values, accumulate=False):
+    first, mask = _single_mask(indices)
+    return _bool_put(a, mask, first, values, accumulate)
+
+
+def index_put_(a, indices, values, accumulate=False):
+    return a.copy_(index_put(a, indices, values, accumulate))
+
+
+def setitem(a, key, value):
+    first, mask = _single_mask(key if isinstance(key, tuple) else (key,))
+    a.copy_(_bool_put(a, mask, first, value, False))
+
+
+def _single_mask(indices):
+    first = 0
+    for k in indices:
+        if k is None or (isinstance(k, slice) and k == slice(None)):
+            first += 1
+        else:
+            return first, k
+    raise ValueError("no boolean index")
+
+
+def _meta(x):
+    if isinstance(x, fx.Node):
+        return x.meta.get("example_value", x.meta.get("val"))
+    return x
+
+
+def _mask_index(indices) -> bool:
+    """One boolean tensor among full slices / Nones, nothing else."""
+    if not isinstance(indices, (list, tuple)):
+        indices = (indices,)
+    tensors = [_meta(k) for k in indices if not (k is None or k == slice(None))]
+    return (len(tensors) == 1 and isinstance(tensors[0], torch.Tensor)
+            and tensors[0].dtype == torch.bool)
+
+
+_AS_STRIDED_SCATTER = {torch.as_strided_scatter, torch.ops.aten.as_strided_scatter.default,
+                       torch.ops.aten.as_strided_scatter}
+_INDEX_PUT = {torch.index_put: index_put, torch.index_put_: index_put_,
+              torch.ops.aten.index_put.default: index_put,
+              torch.ops.aten.index_put_.default: index_put_}
+
+
+def rewrite_view_scatters(gm: fx.GraphModule) -> bool:
+    """Rewrite the calls above in Dynamo's graph; True if anything changed."""
+    changed = False
+    for node in list(gm.graph.nodes):
+        repl = None
+        if node.op == "call_function" and node.target in _AS_STRIDED_SCATTER:
+            repl = as_strided_scatter
+        elif node.op == "call_method" and node.target == "as_strided_scatter":
+            repl = as_strided_scatter
+        elif node.op == "call_function" and node.target in _INDEX_PUT:
+            repl = _INDEX_PUT[node.target] if _mask_index(_arg(node, 1, "indices")) else None
+        elif node.op == "call_method" and node.target in ("index_put", "index_put_"):
+            if _mask_index(_arg(node, 1, "indices")):
+                repl = index_put if node.target == "index_put" else index_put_
+        elif node.op == "call_function" and node.target is operator.setitem:
+            value = _meta(node.args[2])
+            if _mask_index(node.args[1]) and isinstance(value, (torch.Tensor, int, float, bool)):
+                repl = setitem
+        if repl is not None:
+            node.target, node.op = repl, "call_function"
+            changed = True
+    if changed:
+        gm.recompile()
+    return changed
+
+
+def _arg(node, i, name):
+    return node.args[i] if len(node.args) > i else node.kwargs.get(name)
