@@ -49,6 +49,10 @@ _META_ONLY = {
     aten.full_like.default, aten.new_zeros.default, aten.new_ones.default, aten.new_full.default,
 }
 
+# fresh storage with unspecified contents: a copy of it is a new allocation
+EMPTY_OPS = {aten.empty.memory_format, aten.empty_like.default, aten.empty_strided.default,
+             aten.empty_permuted.default, aten.new_empty.default, aten.new_empty_strided.default}
+
 _WARNED: set = set()
 
 
@@ -186,6 +190,10 @@ def reinplace_user_kernels(gm: fx.GraphModule) -> bool:
     changed = False
     with mode:
         for h in hops:
+            changed |= _pass_through(graph, h, views)
+        if changed:
+            _refresh_views(graph, views)
+        for h in hops:
             if _rewrite(graph, h, views):
                 changed = True
                 _refresh_views(graph, views)  # later kernels reason on the rewired views
@@ -193,6 +201,30 @@ def reinplace_user_kernels(gm: fx.GraphModule) -> bool:
     if changed:
         graph.lint()
         gm.recompile()
+    return changed
+
+
+def _written(h: fx.Node) -> tuple:
+    fx_kwargs = h.kwargs["kwargs"]
+    keys = [k for k, v in fx_kwargs.items()
+            if isinstance(v, fx.Node) and isinstance(v.meta.get("val"), torch.Tensor)]
+    kernel = kernel_side_table.get_kernel(h.kwargs["kernel_idx"])
+    return (kernel, keys) + kernel_writes(kernel, keys)
+
+
+def _pass_through(graph: fx.Graph, h: fx.Node, views: set) -> bool:
+    """A returned argument the kernel does not write (through it or through an alias of it) is
+    the argument itself: later users, including other kernels, see that."""
+    _, _, written, _, _ = _written(h)
+    fx_kwargs = h.kwargs["kwargs"]
+    written_roots = {_root(fx_kwargs[k], views) for k in written}
+    changed = False
+    for u in list(h.users):
+        if u.target is operator.getitem and u.args[1] not in written \
+                and _root(fx_kwargs[u.args[1]], views) not in written_roots:
+            u.replace_all_uses_with(fx_kwargs[u.args[1]])
+            graph.erase_node(u)
+            changed = True
     return changed
 
 
@@ -204,10 +236,7 @@ def _rewrite(graph: fx.Graph, h: fx.Node, views: set) -> bool:
         if u.target is not operator.getitem:
             return False  # an unexpected use of the result dict: leave it functional
         results.setdefault(u.args[1], []).append(u)
-    kernel = kernel_side_table.get_kernel(kw["kernel_idx"])
-    tensor_keys = [k for k, v in fx_kwargs.items()
-                   if isinstance(v, fx.Node) and isinstance(v.meta.get("val"), torch.Tensor)]
-    written, certain, reason = kernel_writes(kernel, tensor_keys)
+    kernel, tensor_keys, written, certain, reason = _written(h)
     classes: dict[fx.Node, list] = {}
     for k in tensor_keys:
         classes.setdefault(_root(fx_kwargs[k], views), []).append(k)
@@ -224,12 +253,24 @@ def _rewrite(graph: fx.Graph, h: fx.Node, views: set) -> bool:
             if not ok and fx_kwargs[k] not in to_clone:
                 to_clone.append(fx_kwargs[k])
         replace.update(consumed)
+    fresh = {a for a in to_clone if _untouched_empty(graph, h, a, views)}
+    for k, a in fx_kwargs.items():
+        if a in fresh and k in decisions:
+            why = decisions[k].split(": ", 1)[-1]
+            decisions[k] = f"a new empty tensor, no copy ({why}; {a.name} holds nothing yet)"
     with graph.inserting_before(h):
         clones = {}
         for a in to_clone:
-            c = graph.call_function(user_kernel_arg_clone, (a,))
+            if a in fresh:
+                v = a.meta["val"]
+                c = graph.call_function(aten.empty_strided.default, (list(v.size()), list(v.stride())),
+                                        {"dtype": v.dtype, "device": v.device})
+                c.meta["val"] = torch.empty_strided(v.size(), v.stride(), dtype=v.dtype,
+                                                    device=v.device)
+            else:
+                c = graph.call_function(user_kernel_arg_clone, (a,))
+                c.meta["val"] = user_kernel_arg_clone(a.meta["val"])
             c.meta.update(_site_meta(h))
-            c.meta["val"] = user_kernel_arg_clone(a.meta["val"])
             clones[a] = c
         new_kwargs = {k: clones.get(v, v) if isinstance(v, fx.Node) else v
                       for k, v in fx_kwargs.items()}
@@ -249,6 +290,30 @@ def _rewrite(graph: fx.Graph, h: fx.Node, views: set) -> bool:
         n.replace_all_uses_with(replace[n])
         graph.erase_node(n)
     graph.erase_node(h)
+    return True
+
+
+def _untouched_empty(graph, h, a, views) -> bool:
+    """``a`` views an ``empty`` nothing has written yet (and has static sizes): copying its
+    unspecified contents is allocating new ones."""
+    root = _root(a, views)
+    v = a.meta["val"]
+    if root.op != "call_function" or root.target not in EMPTY_OPS or not all(
+            isinstance(x, int) for x in (*v.size(), *v.stride())):
+        return False
+    for n in graph.nodes:
+        if n is h:
+            return True
+        if n.op != "call_function":
+            continue
+        if n.target is MUTATION and any(_root(x, views) is root
+                                        for x in n.kwargs["kwargs"].values()
+                                        if isinstance(x, fx.Node)):
+            return False
+        schema = getattr(n.target, "_schema", None)
+        if schema is not None and schema.is_mutable and any(
+                _root(x, views) is root for x in n.all_input_nodes):
+            return False
     return True
 
 

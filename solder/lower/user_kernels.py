@@ -26,16 +26,14 @@ import sympy
 import torch
 import torch.fx as fx
 
-from ..capture.reinplace import (FUNCTIONAL, INFO, MUTATION, kernel_label, kernel_writes,
-                                 storage_span, user_kernel_arg_clone)
+from ..capture.reinplace import (EMPTY_OPS, FUNCTIONAL, INFO, MUTATION, kernel_label,
+                                 kernel_writes, storage_span, user_kernel_arg_clone)
 from ..ir import expr as E
 from ..ir.nodes import ComputedBuffer, Layout, Pointwise, UserKernelCall
 from .registry import Call, lowering
 from .tensors import Stored, Virtual, VirtualView
 
 aten = torch.ops.aten
-_EMPTY = {aten.empty.memory_format, aten.empty_like.default, aten.empty_strided.default,
-          aten.new_empty.default, aten.new_empty_strided.default}
 
 
 @dataclass(eq=False)
@@ -188,7 +186,7 @@ def _root_virtual(t):
 
 
 def _realize_root(g, v: Virtual, nodes) -> Stored:
-    if any(n.op == "call_function" and n.target in _EMPTY for n in nodes):
+    if any(n.op == "call_function" and n.target in EMPTY_OPS for n in nodes):
         layout = Layout(tuple(v.size), tuple(v.stride), sympy.Integer(0), v.dtype, v.device)
         buf = g.add_buffer(UserKernelAlloc(g.new_name(), layout))
         return Stored(buf.name, layout)
