@@ -6,7 +6,10 @@ import torch.fx as fx
 
 
 def prepare_graph(gm: fx.GraphModule) -> None:
+    from .reinplace import reinplace_user_kernels
     remove_dead_code(gm)
+    # last: the mutation calls it leaves look pure to FX's dead-code elimination
+    reinplace_user_kernels(gm)
 
 
 def remove_dead_code(gm: fx.GraphModule) -> None:

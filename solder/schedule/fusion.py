@@ -170,6 +170,11 @@ def schedule(graph, config: Config):
             # read the write's own name, so they wait for it through ``reads``)
             deps[b.name] |= ({target} & set(order)) | writers.get(target, set())
             writers.setdefault(target, set()).add(b.name)
+    for b in nodes:  # a user kernel writing a buffer in place: after every reader and writer
+        if isinstance(b, UserKernelCall):
+            for target in {b.tensor_args[p].name for p in b.writes}:
+                deps[b.name] |= {r for r in readers.get(target, ()) if r != b.name}
+                deps[b.name] |= writers.get(target, set())
     size_ranges = {}
     by_name = graph.by_name
     done: set[str] = set()
