@@ -49,7 +49,7 @@ class KernelSource:
     rnumel: object
     int64: bool
     origins: list = field(default_factory=list)
-    rnumel_hint: int = 1
+    reduction_hint: str = "inner"   # "outer": rows are strided in memory (column reductions)
 
 
 class Printer:
@@ -249,7 +249,9 @@ class KernelGen:
     def generate(self) -> KernelSource:
         k = self.kernel
         for p in k.prepared.values():
-            self.size_symbols([p.store_index] + E.index_exprs(p.value))
+            extra = [v for _, v in p.store_binds] + [p.store_mask] * (p.store_mask is not None)
+            self.size_symbols([p.store_index] + [e for v in [p.value] + extra
+                                                 for e in E.index_exprs(v)])
         self.size_symbols([k.xnumel, k.rnumel])
         body = self._body()
         sig = []
@@ -270,7 +272,7 @@ class KernelGen:
         doc += [f"    # from: {s}" for s in k.source_lines()[:6]]
         src = "\n".join(header + doc + body) + "\n"
         return KernelSource(k.name, src, list(self.args), k.is_reduction, k.persistent,
-                            k.xnumel, k.rnumel, self.int64, origins)
+                            k.xnumel, k.rnumel, self.int64, origins, k.reduction_hint)
 
     def _body(self) -> list[str]:
         k = self.kernel

@@ -53,9 +53,15 @@ def _next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
+# Kernels this small run on a heuristic config: timing candidates costs a Triton compile each,
+# far more than the best config could save.
+TUNE_MIN_ELEMENTS = 1 << 22
+
+
 class KernelRunner:
     """Calls one generated kernel: picks XBLOCK/RBLOCK/num_warps for the sizes it is called
-    with (timing a few candidates on a GPU, once per size bucket), then launches."""
+    with (timing a few candidates on a GPU for large kernels, once per size bucket), then
+    launches through Triton's compiled launcher directly once a kernel is compiled."""
 
     def __init__(self, fn, src: KernelSource, graph_name: str, dump_path: str | None,
                  autotune: bool):
@@ -65,22 +71,27 @@ class KernelRunner:
         self.dump_path = dump_path
         self.autotune = autotune
         self.configs: dict[Any, dict] = {}
-        self.written = [i for i, (kind, _) in enumerate(src.args) if kind == "ptr"]
+        self.fast: dict[Any, Any] = {}   # (config key, specialization) -> compiled kernel
+        self.interp = interpreting()
 
     def candidates(self, xnumel: int, rnumel: int) -> list[dict]:
-        interp = interpreting()
+        """Launch configs to try; the first is the heuristic choice."""
+        interp = self.interp
         if not self.src.is_reduction:
             if interp:
                 return [dict(XBLOCK=min(_next_pow2(xnumel), 8192))]
-            return [dict(XBLOCK=b, num_warps=w) for b, w in ((1024, 4), (512, 4), (2048, 8),
-                                                            (4096, 8))]
+            first = dict(XBLOCK=1024, num_warps=4) if xnumel >= 1 << 16 else \
+                dict(XBLOCK=max(32, min(1024, _next_pow2(xnumel))), num_warps=4)
+            return _unique([first, dict(XBLOCK=512, num_warps=4), dict(XBLOCK=2048, num_warps=8),
+                            dict(XBLOCK=4096, num_warps=8)])
+        outer = self.src.reduction_hint == "outer"
         if self.src.persistent:
             rb = _next_pow2(rnumel)
             if interp:
                 return [dict(XBLOCK=max(1, min(_next_pow2(xnumel), 16384 // rb)), RBLOCK=rb)]
             out = []
-            for elems in (1024, 2048, 4096, 8192):
-                xb = max(1, min(elems // rb, _next_pow2(xnumel), 64))
+            for elems in ((4096, 2048, 8192) if outer else (2048, 1024, 4096, 8192)):
+                xb = max(1, min(elems // rb, _next_pow2(xnumel), 128 if outer else 64))
                 warps = 4 if rb * xb <= 2048 else (8 if rb * xb <= 8192 else 16)
                 out.append(dict(XBLOCK=xb, RBLOCK=rb, num_warps=warps))
                 if rb * xb >= 4096:  # long rows: more warps hide more latency
@@ -88,38 +99,59 @@ class KernelRunner:
             return _unique(out)
         if interp:
             return [dict(XBLOCK=1, RBLOCK=min(_next_pow2(rnumel), 4096))]
+        if outer:  # rows are strided in memory: many rows per program keep loads coalesced
+            return _unique([dict(XBLOCK=64, RBLOCK=64, num_warps=8),
+                            dict(XBLOCK=128, RBLOCK=32, num_warps=8),
+                            dict(XBLOCK=32, RBLOCK=128, num_warps=8)])
         return _unique([dict(XBLOCK=1, RBLOCK=2048, num_warps=8),
                         dict(XBLOCK=1, RBLOCK=4096, num_warps=16),
-                        dict(XBLOCK=8, RBLOCK=512, num_warps=8),
-                        dict(XBLOCK=64, RBLOCK=64, num_warps=8)])
+                        dict(XBLOCK=8, RBLOCK=512, num_warps=8)])
 
     def __call__(self, *args):
-        xnumel = int(args[-2] if self.src.is_reduction else args[-1])
-        rnumel = int(args[-1]) if self.src.is_reduction else 1
-        if xnumel == 0 or rnumel == 0 and not self.src.is_reduction:
+        if self.src.is_reduction:
+            xnumel, rnumel = int(args[-2]), int(args[-1])
+        else:
+            xnumel, rnumel = int(args[-1]), 1
+        if xnumel == 0:
             return
         key = (_next_pow2(xnumel), _next_pow2(rnumel))
         cfg = self.configs.get(key)
         if cfg is None:
             cfg = self._choose(args, xnumel, rnumel)
             self.configs[key] = cfg
-        self._launch(cfg, args, xnumel)
+        self._launch(cfg, args, xnumel, key)
 
-    def _launch(self, cfg, args, xnumel):
-        meta = dict(cfg)
-        grid = ((xnumel + meta["XBLOCK"] - 1) // meta["XBLOCK"],)
+    def _launch(self, cfg, args, xnumel, key=None):
+        grid0 = (xnumel + cfg["XBLOCK"] - 1) // cfg["XBLOCK"]
+        if key is not None and not self.interp:
+            spec = (key, _specialization(args))
+            kernel = self.fast.get(spec)
+            if kernel is not None:
+                kernel.run(grid0, 1, 1, _stream(), kernel.function, kernel.packed_metadata, None,
+                           None, None, *args, *self._constexprs(cfg))
+                return
         try:
-            self.fn[grid](*args, **meta)
+            kernel = self.fn[(grid0,)](*args, **cfg)
         except Exception as e:
             where = f" (generated source: {self.dump_path})" if self.dump_path else ""
             raise KernelCompileError(
                 f"Solder kernel {self.src.name} of graph {self.graph_name} failed to compile or "
                 f"launch{where}: {type(e).__name__}: {e}\n--- kernel source ---\n{self.src.source}"
             ) from e
+        if key is not None and not self.interp and _fast_launch_ok(kernel):
+            self.fast[(key, _specialization(args))] = kernel
+
+    def _constexprs(self, cfg):
+        out = [cfg["XBLOCK"]]
+        if self.src.is_reduction:
+            out.append(cfg["RBLOCK"])
+        return out
 
     def _choose(self, args, xnumel, rnumel):
         cands = self.candidates(xnumel, rnumel)
-        if len(cands) == 1 or not self.autotune or interpreting() or not torch.cuda.is_available():
+        tune = (self.autotune and len(cands) > 1 and not self.interp and torch.cuda.is_available()
+                and xnumel * rnumel >= TUNE_MIN_ELEMENTS)
+        if not tune:
             return cands[0]
         from triton.testing import do_bench
         # time on copies of the pointer arguments: the kernel may update some in place
@@ -127,13 +159,37 @@ class KernelRunner:
         best, best_t = cands[0], float("inf")
         for cfg in cands:
             try:
-                t = do_bench(lambda: self._launch(cfg, scratch, xnumel), warmup=5, rep=20,
+                t = do_bench(lambda: self._launch(cfg, scratch, xnumel), warmup=3, rep=10,
                              return_mode="median")
             except KernelCompileError:
                 continue
             if t < best_t:
                 best, best_t = cfg, t
         return best
+
+
+def _specialization(args) -> tuple:
+    """What Triton specializes a compiled kernel on: pointer alignment, and for integers being
+    1, a multiple of 16, or too large for 32 bits. Equal keys can reuse the compiled kernel."""
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a.data_ptr() % 16 == 0)
+        elif isinstance(a, int) and not isinstance(a, bool):
+            out.append((a == 1, a % 16 == 0, -(1 << 31) <= a < (1 << 31)))
+        else:
+            out.append(type(a))
+    return tuple(out)
+
+
+def _fast_launch_ok(kernel) -> bool:
+    from triton import knobs
+    return (kernel is not None and hasattr(kernel, "run") and hasattr(kernel, "function")
+            and knobs.runtime.launch_enter_hook is None and knobs.runtime.launch_exit_hook is None)
+
+
+def _stream():
+    return torch.cuda.current_stream().cuda_stream
 
 
 def _unique(cfgs):

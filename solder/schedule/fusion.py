@@ -36,6 +36,7 @@ class Kernel:
     prepared: dict = field(default_factory=dict)      # name -> Prepared (values resolved)
     stores: list = field(default_factory=list)        # names written to memory
     persistent: bool = True
+    reduction_hint: str = "inner"   # "outer" when consecutive rows, not row elements, are adjacent
 
     @property
     def is_reduction(self):
@@ -307,6 +308,7 @@ def _finish(steps, graph, config):
                 outside = any(kernel_of.get(r) is not k for r in readers.get(n.name, ()))
                 if n.mutates or n.name in outputs or outside or n.name in targets:
                     k.stores.append(n.name)
+            k.reduction_hint = _reduction_hint(k)
             k.persistent = _persistent(k, config)
             out.append(k)
         else:
@@ -317,7 +319,25 @@ def _finish(steps, graph, config):
 def _persistent(k: Kernel, config: Config) -> bool:
     if not k.is_reduction:
         return True
+    limit = config.persistent_reduction_max if k.reduction_hint == "inner" else 1024
     try:
-        return int(k.rnumel) <= config.persistent_reduction_max
+        return int(k.rnumel) <= limit
     except TypeError:
         return False
+
+
+def _reduction_hint(k: Kernel) -> str:
+    """Whether the reduced loads walk memory along the row (inner) or across rows (outer)."""
+    if not k.is_reduction:
+        return "inner"
+    inner = outer = 0
+    for p in k.prepared.values():
+        for ld in E.loads_of(p.value):
+            e = sympy.expand(sympy.sympify(ld.args[1]))
+            if RINDEX not in e.free_symbols:
+                continue
+            if e.coeff(RINDEX) == 1:
+                inner += 1
+            elif e.coeff(XINDEX) == 1:
+                outer += 1
+    return "outer" if outer > inner else "inner"

@@ -1,0 +1,52 @@
+"""``python -m solder bench --profile CASE``-style helper: where one backend's time goes.
+
+Prints the wall time of one call against the GPU time of its kernels (the difference is Python
+and launch overhead) and the kernels that take the most GPU time."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m solder.bench.profile")
+    p.add_argument("case")
+    p.add_argument("--backend", default="solder")
+    p.add_argument("--top", type=int, default=15)
+    args = p.parse_args(argv)
+    import solder  # noqa: F401  (registers the backend)
+    from solder.bench.cases import all_cases
+    case = next(c for c in all_cases() if c.name == args.case)
+    dev = torch.device("cuda")
+    work = case.build(dev, False)
+    fn = work.fn if args.backend == "eager" else torch.compile(work.fn, backend=args.backend)
+    for _ in range(3):
+        work.step(fn)
+    torch.cuda.synchronize()
+    n = 20
+    t0 = time.perf_counter()
+    for _ in range(n):
+        work.step(fn)
+    host = (time.perf_counter() - t0) / n  # host time to issue one call (no sync inside)
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / n
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        for _ in range(5):
+            work.step(fn)
+        torch.cuda.synchronize()
+    events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    gpu = sum(e.self_device_time_total for e in events) / 5 / 1e3
+    print(f"{args.case} / {args.backend}: wall {wall * 1e3:.3f} ms per call, host issue "
+          f"{host * 1e3:.3f} ms, GPU kernels {gpu:.3f} ms")
+    events.sort(key=lambda e: -e.self_device_time_total)
+    for e in events[:args.top]:
+        print(f"  {e.self_device_time_total / 5 / 1e3:8.3f} ms  x{e.count // 5:<4} {e.key[:110]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
