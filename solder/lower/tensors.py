@@ -28,8 +28,17 @@ def sym(x):
     if isinstance(x, int):
         return sympy.Integer(x)
     if isinstance(x, (torch.SymInt, torch.SymBool, torch.SymFloat)):
-        return x.node.expr
+        return _index_functions(x.node.expr)
     raise TypeError(f"not an index/size: {x!r}")
+
+
+def _index_functions(e):
+    """The shape env's integer division and remainder as Solder's (which kernels can print)."""
+    from torch.utils._sympy import functions as F
+    if not isinstance(e, sympy.Basic) or not e.has(F.FloorDiv, F.ModularIndexing, F.CleanDiv):
+        return e
+    e = e.replace(F.ModularIndexing, lambda a, b, n: ModIndex(FloorDiv(a, b), n))
+    return e.replace(F.FloorDiv, FloorDiv).replace(F.CleanDiv, FloorDiv)
 
 
 def sym_list(xs) -> list:
