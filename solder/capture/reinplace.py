@@ -63,6 +63,16 @@ def user_kernel_arg_clone(x: torch.Tensor) -> torch.Tensor:
     return torch.as_strided(flat.clone(), x.size(), x.stride(), 0)
 
 
+@fx.node.has_side_effect
+def user_kernel_input_write(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """``dst.copy_(src)`` into a graph input a user kernel has written in place earlier in the
+    graph (lowered as a store into that kernel's result, which is the input's storage)."""
+    return dst.copy_(src)
+
+
+_COPIES = {aten.copy_.default, user_kernel_input_write}
+
+
 def storage_span(size, stride):
     """Elements from the first to the last one a strided layout reaches."""
     if any(isinstance(n, int) and n == 0 for n in size):
@@ -287,6 +297,9 @@ def _rewrite(graph: fx.Graph, h: fx.Node, views: set) -> bool:
             g.replace_all_uses_with(new_kwargs[k])
             graph.erase_node(g)
     for n in [n for n in graph.nodes if n in replace]:
+        if replace[n] is n:      # a final copy_ into the input: a store into the same storage
+            n.target = user_kernel_input_write
+            continue
         n.replace_all_uses_with(replace[n])
         graph.erase_node(n)
     graph.erase_node(h)
@@ -350,7 +363,18 @@ def _may_write_in_place(graph, h, root, keys, results, views):
         if back is not None:
             new[n] = consumed[n] = back
             vals[n] = vals.get(back, back.meta["val"])
-            wrote_back |= n.target is aten.copy_.default and _root(back, views) is root
+            wrote_back |= n.target in _COPIES and _root(back, views) is root
+            continue
+        if n.op == "call_function" and n.target in _COPIES and len(n.args) == 2 \
+                and n.args[0] is root and root.op == "placeholder" \
+                and all(u.op == "output" for u in n.users):
+            # the input's final value (AOTAutograd's epilogue) overwrites what the kernel left
+            src = n.args[1]
+            if src in members and src not in new:
+                return False, f"{n.name} reads the old value of {src.name}", {}
+            wrote_back = True
+            new[n] = consumed[n] = n      # stays, as a store into the kernel's result
+            vals[n] = root.meta["val"]
             continue
         if n in views and _first_node(n) in new:
             new[n] = n        # a view of the new value
@@ -391,7 +415,7 @@ def _write_back(n, members, new, vals) -> Optional[fx.Node]:
         except Exception:
             return None
         return target if _same_region(region, vals.get(src)) else None
-    if n.target is aten.copy_.default and len(n.args) == 2:
+    if n.target in _COPIES and len(n.args) == 2:
         return target if _same_region(tval, vals.get(src)) else None
     return None
 
@@ -400,7 +424,7 @@ def _drop_self_copies(graph: fx.Graph) -> bool:
     """``copy_(x, x)``: what is left of writing back a result the kernel did not change."""
     changed = False
     for n in list(graph.nodes):
-        if n.op == "call_function" and n.target is aten.copy_.default and len(n.args) == 2 \
+        if n.op == "call_function" and n.target in _COPIES and len(n.args) == 2 \
                 and n.args[0] is n.args[1]:
             n.replace_all_uses_with(n.args[0])
             graph.erase_node(n)

@@ -27,11 +27,12 @@ import torch
 import torch.fx as fx
 
 from ..capture.reinplace import (EMPTY_OPS, FUNCTIONAL, INFO, MUTATION, kernel_label,
-                                 kernel_writes, storage_span, user_kernel_arg_clone)
+                                 kernel_writes, storage_span, user_kernel_arg_clone,
+                                 user_kernel_input_write)
 from ..ir import expr as E
 from ..ir.nodes import ComputedBuffer, Layout, Pointwise, UserKernelCall
 from .registry import Call, lowering
-from .tensors import Stored, Virtual, VirtualView
+from .tensors import Stored, Virtual, VirtualView, loader_of
 
 aten = torch.ops.aten
 
@@ -123,6 +124,24 @@ def _functional(call: Call, *, kernel_idx, constant_args_idx, grid, tma_descript
 @lowering(user_kernel_arg_clone)
 def _arg_clone(call: Call, x):
     return span_copy(call.graph, resident(call.graph, call.node.args[0]))
+
+
+@lowering(user_kernel_input_write)
+def _input_write(call: Call, dst, src):
+    """The final value of a graph input, stored into its storage (under the name a user kernel's
+    in-place write gave it)."""
+    g = call.graph
+    if not isinstance(dst, Stored):
+        raise _error(f"graph {g.graph_name}: {call.node.name} writes a value not in memory")
+    load = loader_of(src, dst.size, dst.dtype)
+    idx = [sympy.Symbol(f"c{k}", integer=True, nonnegative=True) for k in range(dst.ndim)]
+    at = dst.layout.index(idx)
+    if any(ld.args[0] == dst.buffer and (sympy.expand(ld.args[1] - at) != 0 or ld.args[3])
+           for ld in E.loads_of(load(idx))):
+        load = g.compute(dst.size, dst.dtype, dst.device, load).load  # reads other elements
+    g.add_buffer(ComputedBuffer(g.new_name(), dst.layout, body=Pointwise(list(dst.size), load),
+                                mutates=dst.buffer))
+    return dst
 
 
 # --- arguments in memory ------------------------------------------------------------------------

@@ -263,3 +263,96 @@ def test_uncertain_analysis_counts_every_argument_written_and_warns_once():
     (report,) = compiled.user_kernels
     assert "analysis uncertain" in report
     assert "x_ptr: clone kept" in report      # counted as written, and read again after
+
+
+# --- ordering around in-place writes -------------------------------------------------------------
+
+def test_value_computed_before_the_launch_keeps_the_old_contents():
+    def f(x, out):
+        before = out * 3            # pointwise, lazily computed in Solder: must run first
+        add_one(x, out)
+        return before + out, before
+    compiled = compare(f, _r(8), _r(8))
+    assert all("clone kept" not in r for r in compiled.user_kernels)
+
+
+def test_two_views_of_one_tensor_as_two_arguments():
+    def f(x, out):
+        add_one(out[:, 0], out[:, 1])       # reads one column, writes the other, in place
+        add_one(x, out[:, 0])
+        return out.sum(0)
+    compiled = compare(f, _r(8), _r(8, 2))
+    assert all("clone kept" not in r for r in compiled.user_kernels)
+
+
+def test_unreinplaced_functional_calls_lower_too(monkeypatch):
+    """Without the capture pass, the functional op is lowered as it stands: a copy per written
+    tensor (one for a tensor passed twice), the launch on the copies."""
+    import solder.capture.reinplace as reinplace
+    monkeypatch.setattr(reinplace, "reinplace_user_kernels", lambda gm: False)
+    for fn, args in [(a1_input, [_r(8), _r(8)]), (a2_view_of_input, [_r(8), _r(8, 2)]),
+                     (a3_returns_aliases, [_r(8), _r(8)]), (a4_same_tensor_twice, [_r(8)])]:
+        compiled = compare(fn, *args)
+        assert all("clone kept: functional call not reinplaced" in r
+                   for r in compiled.user_kernels)
+
+
+# --- several writes to one tensor ----------------------------------------------------------------
+
+def s1_two_kernels_one_input(x, out):
+    add_one(x, out)
+    a = out * 2
+    add_one(out, out)
+    return a, out
+
+
+def s2_views_read_between(x, out):
+    v = out[2:6]
+    add_one(x[:4], v)
+    b = out.sum()
+    add_one(v, out[:4])
+    return b, v * 1, out
+
+
+def s3_snapshot_between(x):
+    y = x * 2
+    add_one(x, y)
+    z = y * 1
+    add_one(y, y)
+    return z, y
+
+
+def s4_overwritten_after(x, out):
+    add_one(x, out)
+    out.add_(1)                 # the input's final value comes from an ordinary op
+    add_one(out, x)
+    return x * 1
+
+
+def s5_empty_written_twice(x):
+    buf = torch.empty(8)
+    add_one(x, buf)
+    r1 = buf * 1
+    add_one(r1, buf)
+    return r1, buf
+
+
+def s6_clones_between(x, out):
+    a = out.clone()
+    add_one(x, out)
+    b = out.clone()
+    neighbor_sum(b, out)
+    return a, b, out
+
+
+SEQUENCES = [s1_two_kernels_one_input, s2_views_read_between, s3_snapshot_between,
+             s4_overwritten_after, s5_empty_written_twice, s6_clones_between]
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["solder", "solder_debug"])
+@pytest.mark.parametrize("fn", SEQUENCES, ids=[f.__name__ for f in SEQUENCES])
+def test_several_writes_keep_program_order(fn, debug):
+    args = [_r(8), _r(8)][:fn.__code__.co_argcount]
+    compiled = compare(fn, *args, debug=debug)
+    if not debug:
+        assert all("clone kept" not in r for r in compiled.user_kernels), compiled.user_kernels
