@@ -69,6 +69,13 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
         _write(dump, "fx_graph.txt", report.fx_graph)
     if config.debug_eager:
         return _eager_runner(gm)
+    cpu = _cpu_graph(gm)
+    if cpu and not _interpreting():
+        # generated kernels are Triton: CPU tensors need its interpreter (TRITON_INTERPRET=1)
+        report.fallbacks.append(CallReport(
+            "whole graph", "its tensors are on the CPU: Solder generates GPU kernels (set "
+            "TRITON_INTERPRET=1 to run them on the CPU through Triton's interpreter)"))
+        return _eager_runner(gm)
 
     from .codegen.triton_kernel import generate
     from .codegen.wrapper import WrapperGen
@@ -108,6 +115,19 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
     t4 = time.perf_counter()
     report.timings = {"lower": t1 - t0, "schedule": t2 - t1, "codegen": t3 - t2, "load": t4 - t3}
     return compiled
+
+
+def _interpreting() -> bool:
+    from .codegen.scalar_ops import interpreting
+    return interpreting()
+
+
+def _cpu_graph(gm) -> bool:
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.device.type == "cpu":
+            return True
+    return False
 
 
 def _needs_int64(graph) -> bool:

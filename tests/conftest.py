@@ -11,6 +11,9 @@ except Exception:  # pragma: no cover
     _HAS_CUDA = False
 if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+else:
+    # the same tests run on the GPU: tensors they create land there
+    torch.set_default_device("cuda")
 
 
 def pytest_addoption(parser):

@@ -3,9 +3,13 @@ cuDNN). The wrapper calls the ATen op on buffers; the pointwise work around a ca
 Solder's kernels that produce its inputs and consume its outputs."""
 from __future__ import annotations
 
+import sympy
 import torch
 
+from ..ir import expr as E
+from ..ir.nodes import BufferArg, ExternBuffer, Layout
 from .registry import Call, lowering
+from .tensors import Stored, TensorValue
 
 aten = torch.ops.aten
 
@@ -23,6 +27,42 @@ EXTERN_OPS = [
 ]
 
 
+# Below this many output elements a matmul is not worth padding.
+PAD_MIN_ELEMENTS = 1 << 20
+
+
 @lowering(*EXTERN_OPS)
 def _extern(call: Call, *args, **kwargs):
+    if call.node.target is aten.mm.default:
+        padded = _padded_mm(call, *args)
+        if padded is not None:
+            return padded
     return call.graph.extern_call(call.node, call.node.target, args, kwargs, "extern")
+
+
+def _padded_mm(call: Call, a: TensorValue, b: TensorValue):
+    """``a @ b`` whose output rows are not 16-byte aligned (a vocabulary of 50257, say) sends
+    cuBLAS to its slowest kernels. Multiply by ``b`` padded with zero columns instead and view
+    the result without them: one small copy of ``b`` buys a fast GEMM."""
+    if call.device.type != "cuda":
+        return None
+    try:
+        m, k, n = int(a.size[0]), int(a.size[1]), int(b.size[1])
+    except TypeError:
+        return None
+    align = 16 // call.dtype.itemsize
+    if n % align == 0 or m * n < PAD_MIN_ELEMENTS:
+        return None
+    g = call.graph
+    n_pad = (n + align - 1) // align * align
+    inside = lambda idx: E.call("lt", E.index_value(idx[1]), E.index_value(n), dtype=torch.bool)  # noqa: E731
+    bp = g.compute([sympy.Integer(k), sympy.Integer(n_pad)], b.dtype, b.device,
+                   lambda idx: E.call("where", inside(idx), E.with_mask(b.load(idx), inside(idx)),
+                                      E.const(0, b.dtype), dtype=b.dtype))
+    layout = Layout((sympy.Integer(m), sympy.Integer(n_pad)), (sympy.Integer(n_pad), sympy.Integer(1)),
+                    sympy.Integer(0), call.dtype, call.device)
+    out = ExternBuffer(g.new_name(), layout, op=aten.mm.default,
+                       args=(g.as_arg(a), g.as_arg(bp)), kind="extern")
+    g.add_buffer(out)
+    return Stored(out.name, layout).view([sympy.Integer(m), sympy.Integer(n)],
+                                         [sympy.Integer(n_pad), sympy.Integer(1)], 0)

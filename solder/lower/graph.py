@@ -313,7 +313,15 @@ class GraphLowering:
         if isinstance(v, VirtualView):
             base = self.realize(v.base)
             return base.view(v.size, v.stride, v.offset)
+        meta_stride = tuple(sym_list(meta.stride()))
+        if (tuple(v.layout.stride) != meta_stride and _dense_or_contiguous(v.size, meta_stride)
+                == meta_stride and not self._aliases_input(v)):
+            # produced in another layout (a padded matmul, say): hand back eager's
+            return self.compute(v.size, v.dtype, v.device, v.load, meta_stride)
         return v
+
+    def _aliases_input(self, v: Stored) -> bool:
+        return isinstance(self.by_name.get(v.buffer), InputBuffer)
 
 
 # no alias annotation in their schemas, but they return views all the same

@@ -65,6 +65,19 @@ def fits(buf: ComputedBuffer, xnumel, rnumel) -> bool:
     return k is not None and equal(product(body.ranges[k:]), rnumel)
 
 
+def _memory_order(vars_, sizes, strides):
+    """Iterate a buffer's dims in the order its elements lie in memory (channels-last and other
+    permuted layouts then store, and usually load, contiguously)."""
+    if len(vars_) < 2 or len(strides) < len(vars_):
+        return vars_, sizes
+    try:
+        keys = [int(s) for s in strides[:len(vars_)]]
+    except TypeError:
+        return vars_, sizes
+    order = sorted(range(len(vars_)), key=lambda d: -keys[d])  # stable: ties keep their order
+    return [vars_[d] for d in order], [sizes[d] for d in order]
+
+
 def prepare(buf: ComputedBuffer, xnumel, rnumel, ranges_env: dict) -> Prepared:
     body = buf.body
     binds, smask = (), None
@@ -90,6 +103,8 @@ def prepare(buf: ComputedBuffer, xnumel, rnumel, ranges_env: dict) -> Prepared:
         xs, rs = idx[:k], idx[k:]
         x_sizes, r_sizes = sizes[:k], sizes[k:]
         rtype = None
+    if getattr(buf, "scatter", None) is None:
+        xs, x_sizes = _memory_order(xs, x_sizes, buf.layout.stride)
     extra = [v for _, v in binds] + ([smask] if smask is not None else [])
     exprs = [store] + E.index_exprs(value) + [e for v in extra for e in E.index_exprs(v)]
     subst = {}

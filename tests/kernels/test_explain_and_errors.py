@@ -63,3 +63,14 @@ def test_input_with_other_strides_is_refused_not_misread():
 def test_solder_debug_backend_runs_graphs_eagerly():
     out = torch.compile(lambda x: x.softmax(-1) * 2, backend="solder_debug")(torch.randn(3, 5))
     assert out.shape == (3, 5)
+
+
+def test_cpu_graph_without_interpreter_runs_eagerly_and_says_so(monkeypatch):
+    import solder.pipeline as P
+    monkeypatch.setattr(P, "_interpreting", lambda: False)
+    x = torch.randn(4, device="cpu")
+    r = solder.explain(lambda t: t.sin() * 2, x)
+    assert r.kernel_count == 0
+    assert any(f.op == "whole graph" and "CPU" in f.reason for f in r.fallbacks)
+    out = torch.compile(lambda t: t.sin() * 2, backend="solder")(x)
+    assert torch.allclose(out, x.sin() * 2)
