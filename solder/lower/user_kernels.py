@@ -20,7 +20,7 @@ launches through Triton itself, so autotuning and heuristics behave as in eager 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 import sympy
 import torch
@@ -156,44 +156,33 @@ def _tensor_keys(fx_kwargs) -> list:
             if isinstance(v, fx.Node) and isinstance(v.meta.get("val"), torch.Tensor)]
 
 
-def _storage(val):
-    try:
-        return val.untyped_storage()._cdata if isinstance(val, torch.Tensor) else None
-    except Exception:
-        return None
-
-
 def resident(g, node: fx.Node) -> Stored:
-    """FX node ``node``'s value in memory, laid out as in eager: its storage realized whole and
-    every lowered value on that storage rebound to it."""
-    sid = _storage(node.meta.get("val"))
-    members = [m for m in g.env if isinstance(m, fx.Node) and _storage(m.meta.get("val")) == sid]
-    if node not in members:
-        members.append(node)
-    stored = {g.env[m].buffer for m in members if isinstance(g.env[m], Stored)}
-    roots = {id(_root_virtual(g.env[m])): _root_virtual(g.env[m]) for m in members
-             if isinstance(g.env[m], (Virtual, VirtualView))}
-    if len(stored) > 1 or len(roots) > 1:
-        raise _error(f"graph {g.graph_name}: the storage of {node.name} is held by several "
-                     f"buffers ({sorted(stored)}); Solder cannot pass it to a user kernel")
-    if roots:
-        (v,) = roots.values()
+    """FX node ``node``'s value in memory, laid out as in eager: a value not in memory has its
+    whole storage realized, and every lowered value of that storage is rebound to it."""
+    own = g.env[node]
+    if isinstance(own, (Virtual, VirtualView)):
+        v = _root_virtual(own)
+        members = [m for m in g.env if isinstance(m, fx.Node) and isinstance(
+            g.env[m], (Virtual, VirtualView)) and _root_virtual(g.env[m]) is v]
         base = _realize_root(g, v, [m for m in members if g.env[m] is v])
-        if stored and base.buffer not in stored:
-            raise _error(f"graph {g.graph_name}: {node.name} is in two buffers")
         for m in members:
             t = g.env[m]
-            if isinstance(t, Virtual):
-                g.env[m] = base
-            elif isinstance(t, VirtualView):
-                g.env[m] = base.view(t.size, t.stride, t.offset)
+            g.env[m] = base if t is v else base.view(t.size, t.stride, t.offset)
     out = g.env[node]
     meta = node.meta["val"]
-    if [sympy.sympify(s) for s in out.layout.stride] != [_sym(s) for s in meta.stride()] \
-            and meta.numel() > 1:
-        raise _error(f"graph {g.graph_name}: {node.name} would reach the user kernel with strides "
-                     f"{list(out.layout.stride)}, eager has {list(meta.stride())}")
+    if not isinstance(out, Stored) or not _same_strides(out, meta):
+        raise _error(f"graph {g.graph_name}: {node.name} would reach the user kernel laid out as "
+                     f"{out!r}, eager has strides {list(meta.stride())}")
     return out
+
+
+def _same_strides(t: Stored, meta) -> bool:
+    for n, a, b in zip(meta.size(), t.layout.stride, meta.stride()):
+        if isinstance(n, int) and n == 1:
+            continue
+        if sympy.expand(sympy.sympify(a) - _sym(b)) != 0:
+            return False
+    return True
 
 
 def _sym(x):
@@ -345,7 +334,8 @@ def _report(g, label, site, written, certain, reason, decisions, values, renames
     for k in sorted(written):
         if k in values:
             b = values[k].buffer
-            parts.append(f"{k}: {decisions.get(k, 'in place')} -> {b} (then {renames.get(b, b)})")
+            parts.append(f"{k}: {decisions.get(k, 'in place')}; writes buffer {b}, named "
+                         f"{renames.get(b, b)} after the launch")
     g.__dict__.setdefault("user_kernel_reports", []).append("; ".join(parts))
 
 

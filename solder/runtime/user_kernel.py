@@ -35,7 +35,7 @@ class UserKernelLauncher:
         site = f", called at {self.site}" if self.site else ""
         return f"user Triton kernel {self.label}{site} (graph {self.graph_name})"
 
-    def __call__(self, grids: Sequence[Any], **kwargs):
+    def __call__(self, grids: Sequence[Any], /, **kwargs):  # kernels may name a param "grids"
         grid = grids[0] if len(grids) == 1 else self._grid_by_config(grids)
         if callable(grid):
             grid = self._checked(grid)

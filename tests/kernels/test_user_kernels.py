@@ -283,6 +283,7 @@ def test_autotune_feature_solder_cannot_honour():
         Compiled(f, [_r(8), _r(8)])
 
 
+@pytest.mark.filterwarnings("ignore:Solder cannot tell")
 def test_kernel_that_fails_to_compile_names_kernel_and_call_site():
     @triton.jit
     def broken(x_ptr, out_ptr, BLOCK: tl.constexpr):
