@@ -17,6 +17,8 @@ def solder_backend(gm, example_inputs, options: Optional[dict] = None, _ctx=None
     options.update(kwargs.pop("options", {}) or {})
     cfg = config_mod.resolve(options)
     ctx = _ctx or CompileContext(cfg)
+    import time
+    ctx.started = time.perf_counter()
     from .capture.aot import make_aot_backend
     return make_aot_backend(ctx)(gm, example_inputs)
 

@@ -34,6 +34,7 @@ class Config:
         False, "run the captured, decomposed graphs op by op through ATen instead of codegen "
         "(the solder_debug backend): places a wrong result in capture or in codegen")
     decompose: bool = _setting(True, "apply Solder's decomposition table during capture", True)
+    log_compile: bool = _setting(False, "log one line per compiled graph with its stage times")
 
     @classmethod
     def field_names(cls) -> list[str]:

@@ -42,7 +42,8 @@ class Report:
             for u in g.user_kernels:
                 lines.append(f"  user kernel: {u}")
             if g.timings:
-                t = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in g.timings.items())
+                t = ", ".join(f"{k} {v * 1e3:.1f} ms" if isinstance(v, float) else f"{k} {v}"
+                              for k, v in g.timings.items())
                 lines.append(f"  compile: {t}")
             if g.dump_dir:
                 lines.append(f"  dumped to {g.dump_dir}")

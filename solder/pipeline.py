@@ -7,6 +7,7 @@ returns a callable taking the graph's inputs as a list, and records a ``GraphRep
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import torch.fx as fx
 from .config import Config
 
 _graph_ids = itertools.count()
+log = logging.getLogger("solder")
 
 
 @dataclass
@@ -56,6 +58,7 @@ class CompileContext:
     def __init__(self, config: Config):
         self.config = config
         self.graphs: list[GraphReport] = []
+        self.started: Optional[float] = None   # when Dynamo handed over the current graph
 
 
 def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileContext) -> Callable:
@@ -110,10 +113,17 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
         _write(dump, "schedule.txt", _format_schedule(steps))
         _write(dump, "kernels.py", module_src)
         _write(dump, "wrapper.py", wrapper.source)
+    report.timings = {"capture": max(0.0, t0 - ctx.started) if ctx.started else 0.0,
+                      "lower": t1 - t0, "schedule": t2 - t1, "codegen": t3 - t2}
     compiled = CompiledGraph(name, wrapper, module_src, kernels, config,
-                             os.path.join(dump, "kernels.py") if dump else None)
-    t4 = time.perf_counter()
-    report.timings = {"lower": t1 - t0, "schedule": t2 - t1, "codegen": t3 - t2, "load": t4 - t3}
+                             os.path.join(dump, "kernels.py") if dump else None, report.timings)
+    report.timings["load"] = time.perf_counter() - t3
+    ctx.started = None  # the next graph's capture starts after this one
+    if config.log_compile:
+        t = report.timings
+        log.warning("solder: %s: %d kernels; capture %.0f ms, lower %.0f ms, schedule %.0f ms, "
+                    "codegen %.0f ms", name, len(kernels), 1e3 * t["capture"], 1e3 * t["lower"],
+                    1e3 * t["schedule"], 1e3 * t["codegen"])
     return compiled
 
 

@@ -10,7 +10,7 @@ from .launch import KernelRunner, load_module
 
 class CompiledGraph:
     def __init__(self, name: str, wrapper, module_src: str, kernels: dict[str, KernelSource],
-                 config, dump_path):
+                 config, dump_path, stats: dict | None = None):
         # AOTAutograd passes the inputs as one list; an instance attribute survives the
         # functools.wraps of Dynamo's disable() around backward graphs
         self._boxed_call = True
@@ -21,10 +21,13 @@ class CompiledGraph:
         if kernels:
             mod = load_module(module_src, config.cache_dir, stem=name)
             by_fn = {}
+            if stats is not None:
+                stats["kernels"] = len(kernels)
+                stats["distinct_kernels"] = len({id(getattr(mod, k)) for k in kernels})
             for kname, src in kernels.items():
                 fn = getattr(mod, kname)
                 if id(fn) not in by_fn:  # kernels with identical code share launch tuning
-                    by_fn[id(fn)] = KernelRunner(fn, src, name, dump_path, config.autotune)
+                    by_fn[id(fn)] = KernelRunner(fn, src, name, dump_path, config.autotune, stats)
                 runners[kname] = by_fn[id(fn)]
         namespace = {"K": runners, "OPS": wrapper.ops, "CONSTS": wrapper.consts, "S": support,
                      "torch": torch}

@@ -6,6 +6,7 @@ import importlib.util
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +65,11 @@ class KernelRunner:
     launches through Triton's compiled launcher directly once a kernel is compiled."""
 
     def __init__(self, fn, src: KernelSource, graph_name: str, dump_path: str | None,
-                 autotune: bool):
+                 autotune: bool, stats: dict | None = None):
         self.fn = fn
+        # compile-time accounting shared with the graph's report: seconds in Triton's compiler
+        # (first launches) and in tuning, and how many kernels were compiled
+        self.stats = stats if stats is not None else {}
         self.src = src
         self.graph_name = graph_name
         self.dump_path = dump_path
@@ -130,6 +134,7 @@ class KernelRunner:
                 kernel.run(grid0, 1, 1, _stream(), kernel.function, kernel.packed_metadata, None,
                            None, None, *args, *self._constexprs(cfg))
                 return
+        t0 = time.perf_counter()
         try:
             kernel = self.fn[(grid0,)](*args, **cfg)
         except Exception as e:
@@ -140,6 +145,9 @@ class KernelRunner:
             ) from e
         if key is not None and not self.interp and _fast_launch_ok(kernel):
             self.fast[(key, _specialization(args))] = kernel
+        if key is not None:  # a first launch of this specialization: mostly compile time
+            self.stats["triton_compile"] = self.stats.get("triton_compile", 0.0) + (
+                time.perf_counter() - t0)
 
     def _constexprs(self, cfg):
         out = [cfg["XBLOCK"]]
@@ -154,6 +162,7 @@ class KernelRunner:
         if not tune:
             return cands[0]
         from triton.testing import do_bench
+        t_start = time.perf_counter()
         # time on copies of the pointer arguments: the kernel may update some in place
         scratch = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         best, best_t = cands[0], float("inf")
@@ -165,6 +174,7 @@ class KernelRunner:
                 continue
             if t < best_t:
                 best, best_t = cfg, t
+        self.stats["autotune"] = self.stats.get("autotune", 0.0) + time.perf_counter() - t_start
         return best
 
 
