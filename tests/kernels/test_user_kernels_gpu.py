@@ -127,7 +127,7 @@ def a3_returns_aliases(x, out):
 
 def a4_same_tensor_twice(x):
     y = x * 2
-    neighbor_sum(y, y)
+    add_one(y, y)       # elementwise: reading and writing one tensor is race-free on a GPU
     return y, y[::2]
 
 
@@ -149,7 +149,7 @@ def b3_returns_aliases(x, w):
 
 def b4_same_tensor_twice(x, w):
     y = x * 2
-    neighbor_sum(y, y)
+    add_one(y, y)
     return (y * w).sum(), y
 
 
