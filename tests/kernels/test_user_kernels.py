@@ -73,6 +73,21 @@ def test_triton_op_with_register_autograd(backend):
     _run_both(f, _r(8).requires_grad_(), _r(8).requires_grad_(), backend=backend, grad=True)
 
 
+def test_caller_passes_views_with_offset_and_strides():
+    def f(x, out):
+        add_one_into(x * 2, out)
+        return out.sum()
+    for make in (lambda b: b[2:10], lambda b: b.view(6, 2)[1:, 1][:5]):
+        base = _r(12)
+        eager, mine = base.clone(), base.clone()
+        x = _r(len(make(base)))
+        ref = f(x, make(eager))
+        out = torch.compile(f, backend="solder")(x, make(mine))
+        torch.testing.assert_close(out, ref)
+        torch.testing.assert_close(mine, eager)     # the caller's base saw the update
+        torch._dynamo.reset()
+
+
 def test_triton_op_with_dynamic_shapes():
     def f(x):
         return plus_one(x * 2) + 1
