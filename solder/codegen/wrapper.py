@@ -141,7 +141,9 @@ class WrapperGen:
                 continue
             size = self._tuple(meta.shape)
             stride = self._tuple(meta.stride())
-            self.emit(f"S.check_input({name}, {size}, {stride}, {name!r}, {self.graph_name!r})")
+            # the common case costs two tuple comparisons; the helper sorts out the rest
+            self.emit(f"if {name}.stride() != {stride} or {name}.shape != {size}:")
+            self.emit(f"    S.check_input({name}, {size}, {stride}, {name!r}, {self.graph_name!r})")
 
     def _tuple(self, xs) -> str:
         items = [self.p(x.node.expr if isinstance(x, torch.SymInt) else x) for x in xs]
@@ -233,7 +235,8 @@ class WrapperGen:
         lay = buf.layout
         if lay is None:
             return
-        self.emit(f"{buf.name} = S.ensure_layout({buf.name}, {self._tuple(lay.size)}, "
+        self.emit(f"if {buf.name}.stride() != {self._tuple(lay.stride)}:")
+        self.emit(f"    {buf.name} = S.ensure_layout({buf.name}, {self._tuple(lay.size)}, "
                   f"{self._tuple(lay.stride)})")
 
     # -- outputs and lifetimes ------------------------------------------------------------
