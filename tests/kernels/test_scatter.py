@@ -207,6 +207,19 @@ def test_copy_into_a_view_of_a_fresh_buffer_is_kept():
     assert not ctx.graphs[0].fallbacks
 
 
+@pytest.mark.parametrize("values_shape,accumulate", [((6,), False), ((1, 6), True),
+                                                     ((2, 6), False), ((2, 6), True)])
+def test_index_put_with_a_mask_in_an_aten_graph(values_shape, accumulate):
+    # (capture rewrites torch-level boolean index_put; AOT graphs may still hold the aten op)
+    m = T([True, False, False, True])
+    f = lambda a, b, m: (torch.ops.aten.index_put.default(a * 2, [m], b, accumulate),)
+    a, b = r(4, 6), r(*values_shape)
+    gm = make_fx(f, tracing_mode="fake")(a, b, m)
+    out, ctx = _run_fx(gm, [a, b, m])
+    assert_same(list(out), list(f(a, b, m)))
+    assert not ctx.graphs[0].fallbacks
+
+
 # -- gradients: right, and the backward graphs fuse ------------------------------------------
 def _ref_as_strided_scatter(a, b, size, stride, offset=None):
     out = a.clone()
@@ -255,6 +268,14 @@ def test_as_strided_scatter_gradient_example():
     assert x.grad.tolist() == [0, 2, 0, 4] and y.grad.tolist() == [1, 3]
 
 
+def _writes_through_views(a, y):
+    x = a * 2
+    x[:, 1] = y
+    x.diagonal().mul_(3)
+    x.as_strided((2, 2), (6, 2), 1).add_(1)
+    return x
+
+
 GRAD = {
     # name: fn, args, kernel counts (forward, backward)
     # the gradient of src is a view of the incoming gradient: no kernel
@@ -264,6 +285,9 @@ GRAD = {
     "index_put": (lambda a, b, i: torch.index_put(a, (i,), b), [g(4, 6), g(3, 6), T([0, 2, 3])], [2, 2]),
     "index_put_acc": (lambda a, b, i: torch.index_put(a, (i,), b, True), [g(4, 6), g(3, 6), T([0, 2, 2])], [2, 1]),
     "index_put_bool": (lambda a, b, m: torch.index_put(a, (m,), b), [g(4, 6), g(6), T([1, 0, 1, 0]).bool()], [1, 2]),
+    "index_put_bool_full": (lambda a, b, m: torch.index_put(a, (m,), b), [g(4, 6), g(2, 6), T([1, 0, 1, 0]).bool()],
+                            [2, 3]),
+    "inplace_views": (_writes_through_views, [g(4, 6), g(4)], [1, 2]),
     "scatter": (lambda a, b, i: torch.scatter(a, 0, i, b), [g(4, 6), g(2, 2), T([[0, 1], [2, 3]])], [2, 2]),
     "scatter_add": (lambda a, b, i: torch.scatter_add(a, 0, i, b), [g(4, 6), g(2, 2), T([[0, 1], [0, 1]])], [2, 1]),
     "scatter_reduce_mean": (lambda a, b, i: torch.scatter_reduce(a, 0, i, b, "mean"),
