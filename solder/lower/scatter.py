@@ -72,6 +72,8 @@ def _norm_index(i, n):
 @lowering(aten.as_strided_scatter.default)
 def _as_strided_scatter(call: Call, base, src, size, stride, storage_offset=None):
     offset = storage_offset if storage_offset is not None else 0
+    if any(n == 0 for n in size):  # writes nothing
+        return Virtual(call.size, call.dtype, call.device, base.load, stride=call.stride)
     region = strided_region(call.size, call.stride, size, stride, offset)
     if region is None:
         return _store_region(call, base, src, size, stride, offset)
@@ -248,6 +250,8 @@ def _scatter(call, target: Stored, loop_size, value, place, mode) -> Stored:
     target, indirect binds, mask) of ``target``."""
     g = call.graph
     layout = target.layout
+    if any(n == 0 for n in loop_size):  # nothing to store
+        return target
 
     def at(idx):
         coords, binds, mask = place(idx)
