@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds per sample, compile included (0: none; default 120)")
     p.add_argument("--jobs", type=int, default=1,
                    help="worker processes (a crash then costs one op, not the run)")
+    p.add_argument("--op-timeout", type=float, default=7200.0,
+                   help="with --jobs: seconds one op may take before its worker is killed "
+                        "(for hangs the per-sample limit cannot interrupt; default 7200)")
     p.add_argument("--explain", action=argparse.BooleanOptionalAction, default=True,
                    help="classify ops with solder.explain (backend solder only; default on)")
     p.add_argument("-q", "--quiet", action="store_true", help="no line per op")
@@ -56,14 +59,11 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu" and "TRITON_INTERPRET" not in os.environ:
-        if "triton" in sys.modules:
-            print("warning: triton was imported before TRITON_INTERPRET=1 could be set",
-                  file=sys.stderr)
-        os.environ["TRITON_INTERPRET"] = "1"
+        _use_triton_interpreter(argv)
 
     # Graph breaks are expected (data-dependent ops) and counted per sample; their warnings
     # would bury the report.
-    logging.getLogger("torch._dynamo").setLevel(logging.ERROR)
+    logging.getLogger("torch").setLevel(logging.CRITICAL)
 
     from . import expected as expected_mod
     from .results import summarize, table
@@ -80,6 +80,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (KeyError, ValueError) as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return 2
+    try:
+        from torch._dynamo.backends.registry import lookup_backend
+        lookup_backend(args.backend)
+    except Exception as err:  # noqa: BLE001 - say so once instead of failing every sample
+        print(f"error: backend {args.backend!r} is not available: {err}", file=sys.stderr)
+        return 2
     config = RunConfig(backend=args.backend, device=device, dtypes=dtypes, samples=samples,
                        grad=args.grad, timeout_s=args.timeout, explain=args.explain)
     xfail_path = args.expected_failures or expected_mod.path_for(args.backend, device)
@@ -94,7 +100,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.jobs > 1:
         from .parallel import run_parallel
         results = run_parallel([r for r in _names(ops)], config, args.jobs,
-                               hard_limit_s=max(1800.0, 30 * args.timeout),
+                               hard_limit_s=args.op_timeout,
                                progress=progress and (lambda r: progress(_applied(r, expected))))
         for r in results:
             _applied(r, expected)
@@ -120,6 +126,22 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     bad = summary["cases"]["failed"] + summary["cases"]["unexpectedly-passed"]
     return 1 if bad else 0
+
+
+def _use_triton_interpreter(argv: Optional[list[str]]) -> None:
+    """Set TRITON_INTERPRET=1 so generated kernels run on the CPU. Triton reads it when it is
+    imported, and ``import solder`` already imports it (through torch._dynamo): when that has
+    happened and this is the ``python -m solder`` program, start it again with the variable set."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    if "triton" not in sys.modules:
+        return
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(main_spec, "name", None) == "solder.__main__":
+        rest = list(sys.argv[1:] if argv is None else ["conformance", *argv])
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "solder", *rest])
+    print("warning: triton was imported before TRITON_INTERPRET=1 could be set; generated "
+          "kernels may not run on the CPU (set it in the environment)", file=sys.stderr)
 
 
 def _names(ops) -> list[str]:

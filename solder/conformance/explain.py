@@ -22,9 +22,15 @@ def explain_function() -> tuple[Optional[Callable], str]:
     return explain, ""
 
 
+_EXPLAIN_KEYWORDS = {"options", "dynamic"}
+
+
 def classify(explain: Callable, fn: Callable, args: tuple, kwargs: dict) -> dict:
     """Run ``explain(fn, *args, **kwargs)`` and sum its report up for the op table."""
-    report = explain(fn, *args, **kwargs)
+    if kwargs.keys() & _EXPLAIN_KEYWORDS:  # explain() has keywords of its own: bind ours
+        report = explain(lambda *a: fn(*a, **kwargs), *args)
+    else:
+        report = explain(fn, *args, **kwargs)
     graphs = list(getattr(report, "graphs", []) or [])
     fallbacks = [{"op": str(f.op), "reason": str(getattr(f, "reason", ""))}
                  for f in getattr(report, "fallbacks", []) or []]

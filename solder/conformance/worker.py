@@ -17,7 +17,7 @@ def main(argv: list[str]) -> int:
     results = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
-    logging.getLogger("torch._dynamo").setLevel(logging.ERROR)  # graph breaks are counted
+    logging.getLogger("torch").setLevel(logging.CRITICAL)  # graph breaks are counted
     from .results import to_json
     from .runner import RunConfig, broken_result, run_op
     from .selection import all_opinfos
