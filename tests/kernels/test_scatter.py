@@ -192,6 +192,19 @@ def _run_fx(gm, args):
     return compiled(list(args)), ctx
 
 
+def test_copy_into_a_view_of_a_buffer_in_memory_is_kept():
+    def f(a, w, b):
+        out = a @ w  # a library call: the value is in memory
+        col = out[:, 0]
+        out[1:3].copy_(b)
+        return out + 1, col * 2
+    a, w, b = r(4, 3), r(3, 3), r(2, 3)
+    gm = make_fx(f, tracing_mode="fake")(a, w, b)
+    out, ctx = _run_fx(gm, [a, w, b])
+    assert_same(list(out), list(f(a, w, b)))
+    assert not ctx.graphs[0].fallbacks
+
+
 def test_copy_into_a_view_of_a_fresh_buffer_is_kept():
     def f(a, b):
         out = a * 2
