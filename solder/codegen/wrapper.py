@@ -14,7 +14,7 @@ import torch
 from ..ir.indexing import FloorDiv, ModIndex
 from ..ir.nodes import BufferArg, ComputedBuffer, ExternBuffer, InputBuffer, UserKernelCall
 from ..lower.tensors import Stored
-from ..schedule.fusion import CallStep, Kernel
+from ..schedule.fusion import AllocStep, CallStep, Kernel
 from .triton_kernel import KernelSource
 
 
@@ -101,6 +101,9 @@ class WrapperGen:
         for i, step in enumerate(self.steps):
             if isinstance(step, Kernel):
                 self._kernel(step)
+            elif isinstance(step, AllocStep):
+                if not step.buffer.mutates:
+                    self._alloc(step.buffer)
             else:
                 self._call(step.buffer)
             dead = [n for n, last in last_use.items() if last == i and n not in keep
@@ -259,7 +262,9 @@ class WrapperGen:
     def _last_uses(self) -> dict:
         last = {}
         for i, step in enumerate(self.steps):
-            if isinstance(step, Kernel):
+            if isinstance(step, AllocStep):
+                names = {step.buffer.name}
+            elif isinstance(step, Kernel):
                 names = set(step.stores)
                 for p in step.prepared.values():
                     from ..ir.expr import loads_of

@@ -71,6 +71,8 @@ def _split_divisible(expr, d):
     """Split ``expr`` into (terms divisible by d) / d and the rest; d an int or a size symbol."""
     quotient, rest = sympy.Integer(0), sympy.Integer(0)
     d = sympy.sympify(d)
+    if d == 0:  # only in the index math of tensors with no elements: nothing to split
+        return quotient, expr
     for term in sympy.Add.make_args(sympy.expand(expr)):
         if d.is_Integer:
             coeff, _ = term.as_coeff_Mul()

@@ -94,6 +94,8 @@ def _index(call: Call, x, indices):
 
 @lowering(aten.index_select.default)
 def _index_select(call: Call, x, dim, index):
+    if x.ndim == 0:
+        raise Decline("index_select of a 0-d tensor")
     dim = dim % max(x.ndim, 1)
     xs = gather_source(call, x)
 

@@ -43,13 +43,20 @@ def reduce(call: Call, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtyp
     if x.dtype.is_complex:
         raise Decline("complex dtypes are not lowered")
     ndim = x.ndim
-    dims = _norm_dims(dims, ndim)
     out_dtype = out_dtype or call.dtype
+    if ndim == 0:  # reducing a scalar over "dim 0" keeps it (an index of 0 for arg-reductions)
+        if rtype in ("argmax", "argmin"):
+            return Virtual([], out_dtype, call.device, lambda idx: E.const(0, out_dtype))
+        return Virtual([], out_dtype, call.device,
+                       lambda idx: E.cast(E.cast(x.load([]), value_dtype or out_dtype), out_dtype))
+    dims = _norm_dims(dims, ndim)
     acc = acc_dtype(rtype, x.dtype, out_dtype)
     value_dtype = value_dtype or (acc if rtype not in ("argmax", "argmin") else x.dtype)
     if rtype in ("argmax", "argmin") and value_dtype in (torch.float16, torch.bfloat16):
         value_dtype = torch.float32
     red_sizes = [x.size[d] for d in dims]
+    if any(n.is_Integer and int(n) == 0 for n in red_sizes):
+        raise Decline("a reduction over an empty dimension (eager defines the result or the error)")
     kept = [d for d in range(ndim) if d not in dims]
     out_size = [sympy.Integer(1) if d in dims else x.size[d] for d in range(ndim)] if keepdim \
         else [x.size[d] for d in kept]
@@ -103,7 +110,7 @@ def _prod(call: Call, x, dim=None, keepdim=False, dtype=None):
 def _mean(call: Call, x, dims=None, keepdim=False, dtype=None):
     ndim = x.ndim
     n = sympy.Integer(1)
-    for d in _norm_dims(dims, ndim):
+    for d in (_norm_dims(dims, ndim) if ndim else []):
         n = n * x.size[d]
     out_dtype = call.dtype
     acc = acc_dtype("sum", x.dtype, out_dtype)

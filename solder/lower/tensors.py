@@ -126,7 +126,7 @@ def position_to_index(pos, size, stride) -> list:
     order = sorted(range(len(size)), key=lambda d: _stride_key(stride[d]), reverse=True)
     idx = [sympy.Integer(0)] * len(size)
     for rank, d in enumerate(order):
-        if size[d] == 1:
+        if size[d] == 1 or stride[d] == 0:  # (stride 0 only in tensors with no elements)
             continue
         q = FloorDiv(pos, stride[d])
         idx[d] = q if rank == 0 else ModIndex(q, size[d])

@@ -56,6 +56,12 @@ class Kernel:
 
 
 @dataclass
+class AllocStep:
+    """A buffer with no elements: allocated, never computed."""
+    buffer: ComputedBuffer
+
+
+@dataclass
 class CallStep:
     buffer: Union[ExternBuffer, UserKernelCall]
 
@@ -191,7 +197,7 @@ def schedule(graph, config: Config):
         placed = False
         if builder is not None and config.fuse:
             for b in pending:
-                if isinstance(b, ComputedBuffer) and ready(b) and _try_join(builder, b, by_name,
+                if isinstance(b, ComputedBuffer) and ready(b) and not _is_empty(b) and _try_join(builder, b, by_name,
                                                                            size_ranges):
                     builder.k.nodes.append(b)
                     done.add(b.name)
@@ -212,7 +218,9 @@ def schedule(graph, config: Config):
             raise RuntimeError(f"schedule cycle among {[x.name for x in pending]}")
         pending.remove(b)
         done.add(b.name)
-        if isinstance(b, ComputedBuffer):
+        if isinstance(b, ComputedBuffer) and _is_empty(b):
+            steps.append(AllocStep(b))
+        elif isinstance(b, ComputedBuffer):
             xn, rn = _tiling(b)
             kernel = Kernel(f"k{kcount}", xn, rn)
             kcount += 1
@@ -251,6 +259,11 @@ def _hoist(builder, pending, deps, done, steps, by_name, size_ranges, kcount) ->
         done.add(m.name)
         return True
     return False
+
+
+def _is_empty(b: ComputedBuffer) -> bool:
+    n = product(b.body.ranges)
+    return n.is_Integer and int(n) == 0
 
 
 def _tiling(b: ComputedBuffer):
