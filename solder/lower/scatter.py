@@ -451,21 +451,22 @@ def _identity(reduce, dtype):
 @lowering(aten.scatter.src, aten.scatter.value, aten.scatter.reduce, aten.scatter.value_reduce,
           aten.scatter_add.default, aten.scatter_reduce.two)
 def _scatter_family(call: Call, base, dim, index, src, reduce=None, include_self=True):
-    if base.ndim == 0 or index.ndim == 0:
-        raise Decline("scatter on a 0-d tensor")
     if call.node.target is aten.scatter_add.default:
         reduce = "sum"
     if reduce in ("multiply", "prod"):
         raise Decline(f"scatter reduce={reduce!r}: no atomic multiply in generated code")
-    dim = dim % base.ndim
+    dim = dim % max(base.ndim, 1)
     loop = list(index.size)
+    n = base.size[dim] if base.ndim else sympy.Integer(1)
 
     def place(idx):
-        v = wrapped(call, index.load(idx), base.size[dim])
+        v = wrapped(call, index.load(idx), n)
+        if base.ndim == 0:  # one place (0-d index and src too)
+            return [], (), _in_range(v, n)
         s = E.indirect_symbol(v)
         coords = list(idx)
         coords[dim] = s
-        return coords, ((s, v),), _in_range(v, base.size[dim])
+        return coords, ((s, v),), _in_range(v, n)
 
     value = loader_of(src, loop)
     if reduce is None:

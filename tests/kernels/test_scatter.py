@@ -405,3 +405,14 @@ def test_writes_of_nothing():
     check(lambda a, b: torch.slice_scatter(a + 1, b, 0, 2, 2), r(5), r(0), kernels=1)
     check(lambda a, b, i: torch.index_put(a + 1, (i,), b), r(5), r(0), T([], dtype=torch.long),
           kernels=1)
+
+
+@pytest.mark.parametrize("reduce", [None, "sum", "amax", "mean"])
+def test_zero_dim_scatter(reduce):
+    i = T(0)
+    if reduce is None:
+        f = lambda a, b, i: torch.scatter(a + 1, 0, i, b)
+    else:
+        f = lambda a, b, i: torch.scatter_reduce(a + 1, 0, i, b, reduce, include_self=False)
+    report = check(f, r(), r(), i)
+    assert not report.fallbacks
