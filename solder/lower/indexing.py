@@ -94,8 +94,8 @@ def _index(call: Call, x, indices):
 
 @lowering(aten.index_select.default)
 def _index_select(call: Call, x, dim, index):
-    if x.ndim == 0:
-        raise Decline("index_select of a 0-d tensor")
+    if x.ndim == 0:  # its one element (eager checks that the index is 0)
+        return Virtual(call.size, call.dtype, call.device, lambda idx: x.load([]))
     dim = dim % max(x.ndim, 1)
     xs = gather_source(call, x)
 
@@ -108,6 +108,8 @@ def _index_select(call: Call, x, dim, index):
 
 @lowering(aten.gather.default)
 def _gather(call: Call, x, dim, index, sparse_grad=False):
+    if x.ndim == 0:
+        return Virtual(call.size, call.dtype, call.device, lambda idx: x.load([]))
     dim = dim % max(x.ndim, 1)
     xs = gather_source(call, x)
 

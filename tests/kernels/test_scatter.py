@@ -416,3 +416,11 @@ def test_zero_dim_scatter(reduce):
         f = lambda a, b, i: torch.scatter_reduce(a + 1, 0, i, b, reduce, include_self=False)
     report = check(f, torch.randn(()), torch.randn(()), i)
     assert not report.fallbacks
+
+
+def test_zero_dim_gathers_and_their_gradients():
+    check(lambda a, i: torch.gather(a * 2, 0, i), torch.randn(()), T([0]), kernels=1)
+    check(lambda a, i: torch.index_select(a * 2, 0, i), torch.randn(()), T([0]), kernels=1)
+    report = check(lambda a, b: torch.scatter_add(a, 0, T(0), b),
+                   torch.randn((), requires_grad=True), torch.randn((), requires_grad=True), grad=True)
+    assert not report.fallbacks
