@@ -238,7 +238,8 @@ class WrapperGen:
         lay = buf.layout
         if lay is None:
             return
-        self.emit(f"if {buf.name}.stride() != {self._tuple(lay.stride)}:")
+        # (an optional result of a library op may be None at run time)
+        self.emit(f"if {buf.name} is not None and {buf.name}.stride() != {self._tuple(lay.stride)}:")
         self.emit(f"    {buf.name} = S.ensure_layout({buf.name}, {self._tuple(lay.size)}, "
                   f"{self._tuple(lay.stride)})")
 
