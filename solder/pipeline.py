@@ -80,6 +80,21 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
             "TRITON_INTERPRET=1 to run them on the CPU through Triton's interpreter)"))
         return _eager_runner(gm)
 
+    from .runtime import graph_cache
+    cache, key, cache_state = graph_cache.prepare(gm, kind, config, _interpreting())
+    if key is not None and not dump:  # a dump wants every stage, so it compiles
+        t0 = time.perf_counter()
+        report.timings = {"capture": max(0.0, t0 - ctx.started) if ctx.started else 0.0,
+                          "cache": "hit"}
+        compiled = graph_cache.load(cache, key, name, config, report)
+        if compiled is not None:
+            report.timings["load"] = time.perf_counter() - t0
+            ctx.started = None
+            if config.log_compile:
+                log.warning("solder: %s: %d kernels from the cache in %.0f ms", name,
+                            len(compiled.runners), 1e3 * report.timings["load"])
+            return compiled
+
     from .codegen.triton_kernel import generate
     from .codegen.wrapper import WrapperGen
     from .codegen.module import kernel_module_source
@@ -117,6 +132,10 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
                       "lower": t1 - t0, "schedule": t2 - t1, "codegen": t3 - t2}
     compiled = CompiledGraph(name, wrapper, module_src, kernels, config,
                              os.path.join(dump, "kernels.py") if dump else None, report.timings)
+    if key is not None:
+        cache_state = graph_cache.store_after_first_call(
+            compiled, cache, key, name, wrapper, module_src, kernels, report, graph)
+    report.timings["cache"] = cache_state
     report.timings["load"] = time.perf_counter() - t3
     ctx.started = None  # the next graph's capture starts after this one
     if config.log_compile:

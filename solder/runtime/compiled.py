@@ -35,8 +35,14 @@ class CompiledGraph:
         exec(code, namespace)
         self._call = namespace["call"]
         self.runners = runners
+        # run once after the first call that returns (the graph cache stores the graph then)
+        self.after_first_call = None
 
     def __call__(self, *args):
         # boxed (one list, as AOTAutograd calls forward graphs) or plain positional arguments
         args = args[0] if len(args) == 1 and isinstance(args[0], list) else list(args)
-        return list(self._call(args))
+        out = list(self._call(args))
+        if self.after_first_call is not None:
+            hook, self.after_first_call = self.after_first_call, None
+            hook()
+        return out
