@@ -150,6 +150,10 @@ def _store_into(call, dst: Stored, src):
     """An in-place store into a graph input. When the new value is the old one with a region
     replaced (AOTAutograd's ``copy_(x, slice_scatter(x, ...))``), only the region is written."""
     g = call.graph
+    writer = g.by_name.get(getattr(src, "buffer", None))
+    if isinstance(writer, ComputedBuffer) and writer.mutates == dst.buffer and \
+            _same_place(Stored(dst.buffer, src.layout, dst.root_meta_offset), dst):
+        return dst  # the scatter already wrote into the input (``_writes_back``)
     while (isinstance(src, ScatterVirtual) and src.dtype == dst.dtype
            and _same(src.size, dst.size) and _same_place(src.base, dst)):
         size, stride, offset = src.region.layout_on(dst.size, dst.layout.stride,
@@ -230,9 +234,27 @@ def _copy(call: Call, dst, src, non_blocking=False):
 # -- store scatters: a copy kernel, then a store kernel ---------------------------------------
 
 def _copy_of(call, base, dtype) -> Stored:
-    """A fresh buffer holding ``base`` in the op's output layout: the target of a scatter."""
-    return call.graph.compute(call.size, dtype, call.device,
-                              lambda idx: E.cast(base.load(idx), dtype), stride=call.stride)
+    """A fresh buffer holding ``base`` in the op's output layout: the target of a scatter. Or
+    the graph input ``base`` itself, when the result goes back into it (AOTAutograd's
+    ``copy_(x, index_put(x, ...))`` for ``x.index_put_(...)``) and nothing else reads it."""
+    g = call.graph
+    if _writes_back(call, base, dtype):
+        return base
+    return g.compute(call.size, dtype, call.device, lambda idx: E.cast(base.load(idx), dtype),
+                     stride=call.stride)
+
+
+def _writes_back(call, base, dtype) -> bool:
+    g = call.graph
+    node, base_node = call.node, call.node.args[0]
+    if not (isinstance(base, Stored) and isinstance(g.by_name.get(base.buffer), InputBuffer)
+            and base.dtype == dtype and base.layout == g.by_name[base.buffer].layout
+            and _same(base.layout.stride, call.stride)):
+        return False
+    back = [u for u in node.users if u.target is aten.copy_.default and u.args[0] is base_node
+            and u.args[1] is node]
+    # nothing else reads the input, before or after: its old value is needed nowhere
+    return bool(back) and set(base_node.users) == {node, *back}
 
 
 def _acc_dtype(dtype, mode):

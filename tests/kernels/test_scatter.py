@@ -148,6 +148,16 @@ def _index_put_(x, y, i):
     x.index_put_((i,), y, accumulate=True)
 
 
+def _index_put_reading_x(x, y, i):
+    z = x[0] * 3
+    x.index_put_((i,), y)
+    return z
+
+
+def _scatter_(x, y, i):
+    x.scatter_(0, i, y)
+
+
 def _two_writes(x, y):
     x[0] = y
     x[:, 0] = -1.0
@@ -158,7 +168,9 @@ def _two_writes(x, y):
     (_copy_diagonal, [r(4, 6), r(4)], 1, 4),
     (_mul_as_strided, [r(4, 6)], 1, 4),
     (_nested, [r(3, 4, 5), r(4)], 1, 4),
-    (_index_put_, [r(4, 6), r(3, 6), T([0, 2, 2])], 3, None),
+    (_index_put_, [r(4, 6), r(3, 6), T([0, 2, 2])], 1, None),  # atomics straight into x
+    (_index_put_reading_x, [r(4, 6), r(3, 6), T([0, 2, 3])], 4, None),  # x's old value is used
+    (_scatter_, [r(4, 6), r(2, 6), T([[0] * 6, [1] * 6])], 1, None),
     (_two_writes, [r(4, 6), r(6)], 1, None),
 ])
 def test_inplace_through_views(fn, args, kernels, stores):
