@@ -27,7 +27,7 @@ class Config:
         "expression has at most this many operations; above it becomes a buffer", True)
     autotune: bool = _setting(True, "time a few launch configs per kernel on first call (GPU only)")
     check_input_layouts: bool = _setting(
-        True, "check at each call that inputs have the strides the graph was compiled for")
+        True, "check at each call that inputs have the strides the graph was compiled for", True)
     cache_dir: Optional[str] = _setting(None, "on-disk cache folder (default: under ~/.cache/solder)")
     cache: bool = _setting(True, "use the on-disk cache")
     debug_eager: bool = _setting(

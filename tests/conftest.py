@@ -3,7 +3,12 @@ import os
 
 import pytest
 
+import tempfile
+
 os.environ.setdefault("SOLDER_AUTOTUNE", "0")
+# each test session compiles into its own cache: a test that patches Solder must not be served
+# a graph compiled without the patch in an earlier session
+os.environ.setdefault("SOLDER_CACHE_DIR", tempfile.mkdtemp(prefix="solder-test-cache-"))
 try:
     import torch
     _HAS_CUDA = torch.cuda.is_available()
