@@ -47,7 +47,8 @@ def test_kernel_failure_names_kernel_and_graph(monkeypatch):
     from solder.codegen import scalar_ops
     monkeypatch.setitem(scalar_ops.SCALAR_OPS, "exp", lambda a, d: f"tl.no_such_fn({a[0]})")
     with pytest.raises(Exception) as info:
-        torch.compile(lambda x: torch.exp(x), backend="solder")(torch.randn(4))
+        torch.compile(lambda x: torch.exp(x), backend="solder",
+                      options={"cache": False})(torch.randn(4))
     text = str(info.value)
     assert "k0" in text and "graph" in text and "no_such_fn" in text
 
