@@ -205,8 +205,9 @@ def _rebind(call, dst, src):
                 return v.size, list(v.stride), v.offset
             return None
     region = strided_region(base.size, base_stride, *view)
-    if region is None:
-        raise Decline("copy_ into an overlapping view of a value that is not an input")
+    if region is None:  # (an ATen fallback would not update the aliases: refuse, loudly)
+        raise NotImplementedError("copy_ into an overlapping view of a value that is not a "
+                                  "graph input")
     new = ScatterVirtual(base, src, region, base.dtype, base.device, base_stride,
                          origins=[call.op_name])
 
