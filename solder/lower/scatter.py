@@ -492,6 +492,8 @@ def _scatter_family(call: Call, base, dim, index, src, reduce=None, include_self
         return coords, ((s, v),), _in_range(v, n)
 
     value = loader_of(src, loop)
+    if reduce is None and _one_index_per_line(base, index, dim):
+        return _scatter_one_hot(call, base, dim, index, value, n)
     if reduce is None:
         return _scatter(call, _copy_of(call, base, call.dtype), loop, value, place, "store")
     if reduce == "mean":
@@ -503,6 +505,30 @@ def _scatter_family(call: Call, base, dim, index, src, reduce=None, include_self
         ident = _identity(reduce, acc)
         target = _scatter(call, target, loop, lambda idx: E.const(ident, acc), place, "store")
     return _cast_back(call, _scatter(call, target, loop, value, place, mode))
+
+
+def _one_index_per_line(base, index, dim) -> bool:
+    """Every line of ``base`` along ``dim`` receives exactly one index (nll_loss's backward:
+    ``zeros.scatter(1, target[:, None], -1)``)."""
+    if base.ndim == 0 or index.ndim != base.ndim or index.size[dim] != 1:
+        return False
+    return all(d == dim or sympy.expand(index.size[d] - base.size[d]) == 0
+               for d in range(base.ndim))
+
+
+def _scatter_one_hot(call, base, dim, index, value, n):
+    """One index per line: each element is the scattered value where its position along ``dim``
+    equals the line's index, else the base's. One pass, fused with producer and consumer."""
+    dtype = call.dtype
+
+    def fn(idx):
+        line = list(idx)
+        line[dim] = sympy.Integer(0)
+        hit = E.call("eq", E.index_value(idx[dim]), wrapped(call, index.load(line), n),
+                     dtype=torch.bool)
+        return E.call("where", hit, E.cast(value(line), dtype), E.cast(base.load(idx), dtype),
+                      dtype=dtype)
+    return Virtual(call.size, dtype, call.device, fn, stride=call.stride)
 
 
 def _scatter_mean(call, base, loop, value, place, include_self):

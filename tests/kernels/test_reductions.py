@@ -97,3 +97,20 @@ def test_reduction_over_noncontiguous_input():
 def test_cross_entropy_forward_backward():
     check(lambda x, t: F.cross_entropy(x, t), torch.randn(8, 30, requires_grad=True),
           torch.randint(0, 30, (8,)), grad=True, rtol=1e-4, atol=1e-5)
+
+
+def test_cross_entropy_backward_is_one_kernel():
+    # nll_loss's backward scatters -1 into zeros at the targets: a one-hot predicate, fused
+    # with the softmax gradient into a single pass over the logits
+    import solder
+    x = torch.randn(8, 30, requires_grad=True)
+    report = solder.explain(lambda a, t: F.cross_entropy(a, t), x, torch.randint(0, 30, (8,)))
+    backward = [g for g in report.graphs if g.kind == "backward"]
+    assert len(backward) == 1 and len(backward[0].kernels) == 1, str(report)
+    assert not report.fallbacks
+
+
+def test_scatter_one_index_per_line_matches_eager():
+    base, idx, src = torch.randn(6, 9), torch.randint(0, 9, (6, 1)), torch.randn(6, 1)
+    check(lambda b, i, s: (b * 2).scatter(1, i, s) + 1, base, idx, src, kernels=1)
+    check(lambda b, i: torch.zeros_like(b).scatter(1, i, -1.0), base, idx, kernels=1)
