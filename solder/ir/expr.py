@@ -71,24 +71,13 @@ def indirect_symbol(v: "Value") -> sympy.Symbol:
 def with_mask(v: "Value", mask: "Value") -> "Value":
     """``v`` with every load in it guarded by ``mask`` (a branch of a select: its loads may
     point out of bounds where the branch is not taken)."""
-    memo: dict = {}
-
-    def go(x):
-        if x in memo:
-            return memo[x]
-        if x.op == "load":
-            buf, index, m, ind = x.args
-            ind = tuple((s, go(iv)) for s, iv in ind)
-            m = mask if m is None else call("logical_and", go(m), mask, dtype=torch.bool)
-            out = Value("load", (buf, index, m, ind), x.dtype)
-        elif x.op in ("cast", "call"):
-            out = Value(x.op, tuple(go(a) if isinstance(a, Value) else a for a in x.args), x.dtype)
-        else:
-            out = x
-        memo[x] = out
-        return out
-
-    return go(v)
+    def guard(x, go):
+        if x.op != "load":
+            return None
+        buf, index, m, ind = _rebuilt(x, go).args
+        m = mask if m is None else call("logical_and", m, mask, dtype=torch.bool)
+        return Value("load", (buf, index, m, ind), x.dtype)
+    return rebuild(v, guard)
 
 
 def bind_indirect(v: "Value", binds: tuple) -> "Value | None":
@@ -96,29 +85,20 @@ def bind_indirect(v: "Value", binds: tuple) -> "Value | None":
     whose index uses one carries its binding. None if anything else (an index value, a random
     offset) uses one: those are printed without bindings."""
     syms = {s for s, _ in binds}
-    memo: dict = {}
     failed = []
 
-    def go(x):
-        if x in memo:
-            return memo[x]
+    def bind(x, go):
         if x.op == "load":
-            buf, index, m, ind = x.args
-            ind = tuple((s, go(iv)) for s, iv in ind)
+            buf, index, m, ind = _rebuilt(x, go).args
             used = sympy.sympify(index).free_symbols & syms
             ind = ind + tuple((s, iv) for s, iv in binds if s in used and s not in dict(ind))
-            out = Value("load", (buf, index, go(m) if m is not None else None, ind), x.dtype)
-        elif x.op in ("cast", "call"):
-            out = Value(x.op, tuple(go(a) if isinstance(a, Value) else a for a in x.args), x.dtype)
-        else:
-            if x.op in ("index", "rand") and sympy.sympify(
-                    x.args[0] if x.op == "index" else x.args[1]).free_symbols & syms:
-                failed.append(x)
-            out = x
-        memo[x] = out
-        return out
+            return Value("load", (buf, index, m, ind), x.dtype)
+        if x.op in ("index", "rand") and sympy.sympify(
+                x.args[0] if x.op == "index" else x.args[1]).free_symbols & syms:
+            failed.append(x)
+        return None
 
-    out = go(v)
+    out = rebuild(v, bind)
     return None if failed else out
 
 
@@ -210,28 +190,16 @@ def format_value(v: Value, depth: int = 6) -> str:
 
 def map_indices(v: Value, f) -> Value:
     """``v`` with every index expression (loads, index values, random offsets) mapped by ``f``."""
-    memo: dict = {}
-
-    def go(x):
-        out = memo.get(x)
-        if out is not None:
-            return out
+    def remap(x, go):
         if x.op == "load":
-            buf, index, m, ind = x.args
-            out = Value("load", (buf, f(index), go(m) if m is not None else None,
-                                 tuple((s, go(iv)) for s, iv in ind)), x.dtype)
-        elif x.op == "index":
-            out = Value("index", (f(x.args[0]),), x.dtype)
-        elif x.op == "rand":
-            out = Value("rand", (x.args[0], f(x.args[1]), x.args[2]), x.dtype)
-        elif x.op in ("cast", "call"):
-            out = Value(x.op, tuple(go(a) if isinstance(a, Value) else a for a in x.args), x.dtype)
-        else:
-            out = x
-        memo[x] = out
-        return out
-
-    return go(v)
+            buf, index, m, ind = _rebuilt(x, go).args
+            return Value("load", (buf, f(index), m, ind), x.dtype)
+        if x.op == "index":
+            return Value("index", (f(x.args[0]),), x.dtype)
+        if x.op == "rand":
+            return Value("rand", (x.args[0], f(x.args[1]), x.args[2]), x.dtype)
+        return None
+    return rebuild(v, remap)
 
 
 def index_exprs(v: Value) -> list:
@@ -247,23 +215,32 @@ def index_exprs(v: Value) -> list:
 
 def replace_values(v: Value, f) -> Value:
     """Rebuild ``v`` bottom-up; ``f(x)`` returns a replacement for ``x`` or None to keep it."""
+    return rebuild(v, lambda x, go: f(x))
+
+
+def rebuild(v: Value, visit) -> Value:
+    """Rebuild ``v`` bottom-up, each value once. ``visit(x, go)`` returns a replacement for ``x``
+    (``go`` rebuilds a child) or None to keep ``x`` with its children rebuilt."""
     memo: dict = {}
 
     def go(x):
-        if x in memo:
-            return memo[x]
-        r = f(x)
-        if r is None:
-            if x.op == "load":
-                buf, index, m, ind = x.args
-                r = Value("load", (buf, index, go(m) if m is not None else None,
-                                   tuple((s, go(iv)) for s, iv in ind)), x.dtype)
-            elif x.op in ("cast", "call"):
-                r = Value(x.op, tuple(go(a) if isinstance(a, Value) else a for a in x.args),
-                          x.dtype)
-            else:
-                r = x
-        memo[x] = r
-        return r
+        out = memo.get(x)
+        if out is None:
+            out = visit(x, go)
+            if out is None:
+                out = _rebuilt(x, go)
+            memo[x] = out
+        return out
 
     return go(v)
+
+
+def _rebuilt(x: Value, go) -> Value:
+    """``x`` with its child values replaced by ``go(child)``."""
+    if x.op == "load":
+        buf, index, m, ind = x.args
+        return Value("load", (buf, index, go(m) if m is not None else None,
+                              tuple((s, go(iv)) for s, iv in ind)), x.dtype)
+    if x.op in ("cast", "call"):
+        return Value(x.op, tuple(go(a) if isinstance(a, Value) else a for a in x.args), x.dtype)
+    return x
