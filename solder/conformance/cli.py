@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated; default float32 on cpu, "
                         "float32,float16,bfloat16,int64,bool on cuda")
     p.add_argument("--ops", default=None,
-                   help="comma-separated OpInfo names (name or name.variant); default: all")
+                   help="comma-separated OpInfo names (name or name.variant) or globs ('masked.*'); "
+                        "default: all")
     p.add_argument("--ci", action="store_true",
                    help="the CI subset: its fixed op list with 2 samples each (unless --ops / "
                         "--samples say otherwise)")

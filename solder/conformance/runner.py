@@ -289,29 +289,29 @@ def time_limit(seconds: float):
 
 
 def _add_lowering(op, result: OpResult, config: RunConfig) -> None:
-    """Explain the first sample that eager accepted, preferring the gradient kind."""
+    """Explain one sample per case, preferring the gradient kind (its report includes the
+    backward graph) and a sample that passed; the first explanation that succeeds counts."""
     explain, why_not = explain_mod.explain_function()
     if explain is None:
         result.explain_error = why_not
         return
-    cases = sorted(result.cases, key=lambda c: c.kind != "gradient")
-    for case in cases:
-        if case.kind == "inplace":
+    for case in sorted(result.cases, key=lambda c: c.kind != "gradient"):
+        valid = [s for s in case.samples if s.status != NOT_APPLICABLE]
+        if case.kind == "inplace" or not valid:
             continue
-        valid = [s.index for s in case.samples if s.status != NOT_APPLICABLE]
-        if not valid:
-            continue
+        index = min(valid, key=lambda s: (s.status != PASSED, s.index)).index
         try:
             samples = smp.generate(op, config.device, DTYPES[case.dtype],
-                                   case.kind == "gradient", valid[0] + 1)
-            args, kwargs = smp.copy_args(samples[valid[0]])
+                                   case.kind == "gradient", index + 1)
+            args, kwargs = smp.copy_args(samples[index])
             torch._dynamo.reset()
             with time_limit(config.timeout_s):
                 summary = explain_mod.classify(explain, _variant(op, "forward"), args, kwargs)
         except (Exception, SampleTimeout) as err:  # noqa: BLE001 - reported in the table
-            result.lowering, result.explain_error = "error", _error_text(err)
-            return
-        result.lowering = summary["lowering"]
+            result.lowering = "error"
+            result.explain_error = result.explain_error or _error_text(err)
+            continue
+        result.lowering, result.explain_error = summary["lowering"], ""
         result.fallbacks, result.externs = summary["fallbacks"], summary["externs"]
         return
 

@@ -1,6 +1,7 @@
 """What the suite runs: OpInfos by name, dtypes per device, kinds per op, and the CI subset."""
 from __future__ import annotations
 
+import fnmatch
 import functools
 from typing import Iterable, Optional
 
@@ -79,18 +80,25 @@ def all_opinfos() -> dict:
 
 
 def select_ops(names: Optional[Iterable[str]] = None) -> list:
-    """OpInfos by name (all when names is None), sorted; unknown names raise with a hint."""
+    """OpInfos by name or glob pattern (all when names is None), sorted; unknown names raise
+    with a hint."""
     ops = all_opinfos()
     if names is None:
         return list(ops.values())
     chosen = []
     for name in sorted(set(names)):
+        if any(c in name for c in "*?["):  # a pattern: "masked.*", "nn.functional.*pool*"
+            matches = fnmatch.filter(ops, name)
+            if not matches:
+                raise KeyError(f"no OpInfo matches {name!r}")
+            chosen.extend(ops[m] for m in matches)
+            continue
         if name not in ops:
             close = [n for n in ops if n.split(".")[-1] == name or n.startswith(name + ".")]
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise KeyError(f"no OpInfo named {name!r}{hint}")
         chosen.append(ops[name])
-    return chosen
+    return sorted({id(op): op for op in chosen}.values(), key=full_name)
 
 
 def dtypes_for(op, device: str, dtype_names: Iterable[str]) -> list[str]:
