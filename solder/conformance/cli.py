@@ -87,10 +87,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     except Exception as err:  # noqa: BLE001 - say so once instead of failing every sample
         print(f"error: backend {args.backend!r} is not available: {err}", file=sys.stderr)
         return 2
-    config = RunConfig(backend=args.backend, device=device, dtypes=dtypes, samples=samples,
-                       grad=args.grad, timeout_s=args.timeout, explain=args.explain)
     xfail_path = args.expected_failures or expected_mod.path_for(args.backend, device)
     expected = expected_mod.load(xfail_path)
+    config = RunConfig(backend=args.backend, device=device, dtypes=dtypes, samples=samples,
+                       expected_failures=frozenset(expected), grad=args.grad,
+                       timeout_s=args.timeout, explain=args.explain)
 
     print(f"OpInfo conformance: backend {args.backend}, device {device}, dtypes "
           f"{','.join(dtypes)}, {len(ops)} ops, samples per case: {samples or 'all'}, "

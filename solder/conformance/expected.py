@@ -72,6 +72,10 @@ def write(path: Union[str, Path], entries: dict[Key, str], backend: str, device:
     path.write_text("".join(lines))
 
 
-def _reason_from(case: CaseResult, limit: int = 160) -> str:
+def _reason_from(case: CaseResult, limit: int = 200) -> str:
+    """The first failure's message, without the sample's description (it is in the JSON)."""
     text = " ".join(case.first_failure().split()) or "failed"
+    head, sep, tail = text.rpartition(" (sample ")
+    if sep:
+        text = f"{head} [sample {tail.split(':')[0]}]"
     return text if len(text) <= limit else text[: limit - 3] + "..."

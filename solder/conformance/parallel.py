@@ -28,7 +28,9 @@ class _Worker:
     def __init__(self, config: RunConfig, log_dir: str, number: int):
         self.log_path = os.path.join(log_dir, f"worker-{number}.log")
         self.log = open(self.log_path, "ab")
-        payload = json.dumps(dataclasses.asdict(config))
+        fields = dataclasses.asdict(config)
+        fields["expected_failures"] = sorted(config.expected_failures)
+        payload = json.dumps(fields)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "solder.conformance.worker", payload],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,

@@ -8,7 +8,7 @@ from typing import Optional
 
 PASSED, FAILED, NOT_APPLICABLE = "passed", "failed", "n/a"
 XFAILED, XPASSED = "expected-failed", "unexpectedly-passed"
-LOWERINGS = ("lowered", "extern", "fallback", "not-captured", "error", "unknown")
+LOWERINGS = ("lowered", "extern", "fallback", "not-captured", "error", "unknown", "n/a")
 
 
 @dataclass

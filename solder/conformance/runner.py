@@ -40,6 +40,10 @@ class RunConfig:
     device: str = "cpu"
     dtypes: tuple[str, ...] = ("float32",)
     samples: Optional[int] = None   # first N samples per (op, dtype, kind); None: all
+    # (op, dtype, kind) cases listed as expected failures. Past the sample limit such a case
+    # keeps running until a sample fails, so that passing the first N samples is never taken
+    # for "fixed" (that would make strict xfails flaky under --samples / in CI).
+    expected_failures: frozenset = frozenset()
     grad: bool = True               # run the gradient kind
     timeout_s: float = 120.0        # per sample, compile included; 0: no limit
     explain: bool = True            # classify ops with solder.explain (backend "solder" only)
@@ -77,6 +81,8 @@ def run_suite(ops: list, config: RunConfig, expected: Optional[dict] = None,
 def run_op(op, config: RunConfig) -> OpResult:
     """Every applicable (dtype, kind) case of one op, then its lowering from solder.explain."""
     result = OpResult(op=full_name(op))
+    if not dtypes_for(op, config.device, config.dtypes):
+        result.lowering = "n/a"  # no requested dtype is supported on this device
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for dtype in dtypes_for(op, config.device, config.dtypes):
@@ -103,14 +109,18 @@ def run_case(op, dtype: str, kind: str, config: RunConfig) -> CaseResult:
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        listed = case.key in config.expected_failures
         try:
             samples = smp.generate(op, config.device, DTYPES[dtype], kind == "gradient",
-                                   config.samples)
+                                   None if listed else config.samples)
         except Exception as err:  # noqa: BLE001 - reported, not hidden
             case.error = f"sample generation failed: {_error_text(err)}"
             samples = []
         fn = _variant(op, kind)
         for index, sample in enumerate(samples):
+            if listed and config.samples is not None and index >= config.samples \
+                    and case.status == FAILED:
+                break  # the expected failure is confirmed; the limit applies again
             case.samples.append(_run_sample(op, kind, fn, sample, index, config))
             torch._dynamo.reset()
     case.seconds = time.perf_counter() - start

@@ -14,6 +14,8 @@ import sys
 def main(argv: list[str]) -> int:
     config_fields = json.loads(argv[0])
     config_fields["dtypes"] = tuple(config_fields["dtypes"])
+    config_fields["expected_failures"] = frozenset(
+        tuple(key) for key in config_fields["expected_failures"])
     results = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 

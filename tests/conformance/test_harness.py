@@ -145,6 +145,18 @@ def test_expected_failures_are_strict(tmp_path):
                                    ("mul", "float32", "forward"): "known bug"}
 
 
+def test_listed_cases_run_past_the_sample_limit_until_they_fail():
+    listed = frozenset({("mul", "float32", "forward")})
+    fixed = run_case(OPS["mul"], "float32", "forward",
+                     RunConfig(backend="aot_eager", samples=1, expected_failures=listed))
+    all_samples = len(list(OPS["mul"].sample_inputs("cpu", torch.float32)))
+    assert len(fixed.samples) == all_samples > 1 and fixed.status == PASSED  # truly fixed
+    still_broken = run_case(OPS["mul"], "float32", "forward",
+                            RunConfig(backend=scaled_backend(1.001), samples=1,
+                                      expected_failures=listed))
+    assert len(still_broken.samples) == 1 and still_broken.status == FAILED
+
+
 def test_cli_counts_json_and_rewrites_the_list(tmp_path, capsys):
     out, xfail = tmp_path / "out.json", tmp_path / "xfail.txt"
     xfail.write_text("abs float32 forward listed but fine\n")

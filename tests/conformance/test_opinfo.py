@@ -21,10 +21,11 @@ from solder.conformance.selection import (CI_OPS, DEFAULT_DTYPES, all_opinfos, d
                                           full_name, kinds_for, select_ops)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Setup:
     part: str                   # ci | full
     config: RunConfig
+    xfails: dict                # (op, dtype, kind) -> reason, from the expected-failure list
     unavailable: Optional[str]  # why the backend cannot run here, if it cannot
 
 
@@ -36,12 +37,13 @@ def _setup(config) -> Setup:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtypes = os.environ.get("SOLDER_CONFORMANCE_DTYPES")
     samples = os.environ.get("SOLDER_CONFORMANCE_SAMPLES")
+    xfails = expected_failures.load(expected_failures.path_for(backend, device))
     run_config = RunConfig(
         backend=backend, device=device,
         dtypes=tuple(dtypes.split(",")) if dtypes else DEFAULT_DTYPES[device],
         samples=int(samples) if samples else (2 if part == "ci" else None),
-        explain=False)
-    return Setup(part, run_config, _backend_unavailable(backend))
+        expected_failures=frozenset(xfails), explain=False)
+    return Setup(part, run_config, xfails, _backend_unavailable(backend))
 
 
 def _backend_unavailable(backend: str) -> Optional[str]:
@@ -63,8 +65,7 @@ def pytest_generate_tests(metafunc):
         return
     setup = _setup(metafunc.config)
     names = CI_OPS if setup.part == "ci" else None
-    xfails = expected_failures.load(
-        expected_failures.path_for(setup.config.backend, setup.config.device))
+    xfails = setup.xfails
     params = []
     for op in select_ops(names):
         for dtype in dtypes_for(op, setup.config.device, setup.config.dtypes):
