@@ -17,6 +17,9 @@ class CompiledGraph:
         self.name = name
         self.wrapper_source = wrapper.source
         self.kernel_source = module_src
+        # what the graph was built from, for ahead-of-time packages (solder.aot)
+        self.wrapper = wrapper
+        self.kernels = dict(kernels)
         runners = {}
         if kernels:
             mod = load_module(module_src, config.cache_dir, stem=name)
