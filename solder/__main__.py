@@ -12,6 +12,7 @@ COMMANDS = {
     "conformance": ("solder.conformance.cli", "PyTorch's OpInfo database through Solder"),
     "explain": ("solder.explain_cli", "compile a script's function and print the report"),
     "cache": ("solder.runtime.cache_cli", "list or clear the on-disk compile cache"),
+    "aot": ("solder.aot.cli", "ahead-of-time packages: inspect PATH"),
 }
 
 
