@@ -152,11 +152,15 @@ def _interpreting() -> bool:
 
 
 def _cpu_graph(gm) -> bool:
+    """Only CPU tensors (a GPU graph may hold CPU scalars and index tensors: the lowering
+    routes what touches them to ATen)."""
+    devices = set()
     for node in gm.graph.nodes:
         val = node.meta.get("val")
-        if isinstance(val, torch.Tensor) and val.device.type == "cpu":
-            return True
-    return False
+        for v in (val if isinstance(val, (list, tuple)) else [val]):
+            if isinstance(v, torch.Tensor):
+                devices.add(v.device.type)
+    return "cpu" in devices and devices <= {"cpu", "meta"}
 
 
 def _needs_int64(graph) -> bool:

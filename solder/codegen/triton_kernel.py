@@ -66,6 +66,17 @@ class Printer:
             return f"({self(e.args[0])} // {self(e.args[1])})"
         if isinstance(e, ModIndex):
             return f"({self(e.args[0])} % {self(e.args[1])})"
+        if isinstance(e, sympy.Mod):
+            # sympy's Mod (in sizes of symbolic shapes, e.g. padded head dims) takes the divisor's
+            # sign; Triton's % truncates, so a possibly negative dividend needs the long form
+            a, b = self(e.args[0]), self(e.args[1])
+            if e.args[0].is_nonnegative and e.args[1].is_positive:
+                return f"({a} % {b})"
+            return f"((({a} % {b}) + {b}) % {b})"
+        if isinstance(e, sympy.floor) and e.args[0].is_Mul:
+            num, den = e.args[0].as_numer_denom()
+            if den.is_positive and num.is_nonnegative:
+                return f"({self(num)} // {self(den)})"
         if e.is_Add:
             terms = sorted(e.args, key=lambda t: (t.is_Integer, str(t)))
             out = self(terms[0])

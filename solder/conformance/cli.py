@@ -43,8 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rewrite the expected-failure file from this run (keeps reasons)")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds per sample, compile included (0: none; default 120)")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="worker processes (a crash then costs one op, not the run)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="worker processes, 1 or more (a crash then costs one op, not the run); "
+                        "default: run in this process")
     p.add_argument("--op-timeout", type=float, default=7200.0,
                    help="with --jobs: seconds one op may take before its worker is killed "
                         "(for hangs the per-sample limit cannot interrupt; default 7200)")
@@ -99,7 +100,7 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"({len(expected)} listed)", flush=True)
     progress = None if args.quiet else _progress_printer(len(ops))
     start = time.perf_counter()
-    if args.jobs > 1:
+    if args.jobs is not None and args.jobs >= 1:
         from .parallel import run_parallel
         results = run_parallel([r for r in _names(ops)], config, args.jobs,
                                hard_limit_s=args.op_timeout,

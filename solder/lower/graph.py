@@ -9,6 +9,8 @@ or a value read by several consumers that is too expensive to recompute.
 from __future__ import annotations
 
 import operator
+import functools
+import os
 import re
 from typing import Any, Optional
 
@@ -49,6 +51,10 @@ class GraphLowering:
         self.current_source: list[str] = []
         self._realized: dict[int, Stored] = {}
         self._counter = 0
+        # the accelerator the graph runs on; CPU tensors in such a graph (ATen makes 0-d CPU
+        # scalars for `x[i] = 1.0` on a GPU tensor; index tensors may stay on the CPU) are
+        # handled by home_device and _touches_cpu
+        self.device = _graph_device(gm)
 
     # -- buffers --------------------------------------------------------------------------
     def new_name(self, prefix="buf") -> str:
@@ -102,6 +108,25 @@ class GraphLowering:
             return s
         return self.compute(s.size, s.dtype, s.device, s.load)
 
+    def home_device(self, val: torch.Tensor) -> torch.device:
+        """Where a value lives in Solder's code: a 0-d CPU scalar of a GPU graph moves to the
+        GPU (eager mixes such scalars freely with GPU tensors)."""
+        if self.device is not None and val.device.type == "cpu" and val.dim() == 0:
+            return self.device
+        return val.device
+
+    def _touches_cpu(self, node, args) -> bool:
+        """An op of a GPU graph that reads or makes a CPU tensor (other than a 0-d scalar
+        result) runs in ATen: generated kernels address GPU memory only."""
+        if self.device is None:
+            return False
+        if any(isinstance(a, TensorValue) and a.device.type == "cpu" for a in _flat(args)):
+            return True
+        val = node.meta.get("val")
+        outs = val if isinstance(val, (list, tuple)) else [val]
+        return any(isinstance(o, torch.Tensor) and o.device.type == "cpu" and o.dim() > 0
+                   for o in outs)
+
     # -- the walk -------------------------------------------------------------------------
     def run(self):
         registry.load_lowerings()
@@ -154,6 +179,12 @@ class GraphLowering:
 
     def _constant(self, node):
         value = getattr(self.gm, node.target)
+        if isinstance(value, torch.Tensor) and value.dim() == 0 and self.home_device(
+                value) != value.device:
+            # a CPU scalar of a GPU graph: its value is known now, so it is a constant
+            number = value.item()
+            return Virtual([], value.dtype, self.device,
+                           lambda idx: E.const(number, value.dtype), origins=["constant"])
         if isinstance(value, torch.Tensor):
             # a tensor the graph holds (not an input): the wrapper binds it like an input
             name = f"const{len(self.constants)}"
@@ -188,6 +219,9 @@ class GraphLowering:
         view = self._as_view(node, args)
         if view is not None:
             return view
+        if self._touches_cpu(node, args):
+            return self.fallback(node, args, kwargs, f"reads or makes a CPU tensor in a "
+                                 f"{self.device.type} graph: runs in ATen, as eager would")
         fn = registry.lookup(target)
         if fn is None:
             return self.fallback(node, args, kwargs, f"no lowering for {op_name(target)}")
@@ -265,7 +299,7 @@ class GraphLowering:
         if kind == "fallback":
             self.fallbacks.append((op_name(op), reason))
         if isinstance(val, torch.Tensor):
-            buf = ExternBuffer(name, _layout_of(val), op=op, args=cargs, kwargs=ckwargs,
+            buf = ExternBuffer(name, self._extern_layout(val, args), op=op, args=cargs, kwargs=ckwargs,
                                kind=kind, reason=reason)
             self.add_buffer(buf)
             return Stored(name, buf.layout)
@@ -276,7 +310,7 @@ class GraphLowering:
             outs = []
             for i, v in enumerate(val):
                 if isinstance(v, torch.Tensor):
-                    item = ExternBuffer(self.new_name(), _layout_of(v), kind="item",
+                    item = ExternBuffer(self.new_name(), self._extern_layout(v, args), kind="item",
                                         tuple_of=name, item=i)
                     self.add_buffer(item)
                     outs.append(Stored(item.name, item.layout))
@@ -290,6 +324,16 @@ class GraphLowering:
             self.add_buffer(buf)
             return None
         raise Decline(f"{op_name(op)} returns a python scalar")
+
+    def _extern_layout(self, val: torch.Tensor, args) -> Layout:
+        """The result's layout; a 0-d result FakeTensor put on the CPU is on the GPU when
+        ATen gets GPU inputs (Solder moved the CPU scalars they came from there)."""
+        layout = _layout_of(val)
+        home = self.home_device(val)
+        if home == val.device or not any(isinstance(a, TensorValue) and a.device == home
+                                         for a in _flat(args)):
+            return layout
+        return Layout(layout.size, layout.stride, layout.offset, layout.dtype, home)
 
     def fallback(self, node, args, kwargs, reason: str):
         return self.extern_call(node, node.target, args, kwargs, "fallback", reason)
@@ -308,6 +352,13 @@ class GraphLowering:
         """Outputs keep eager's exact layout: a backward graph was traced against it."""
         if not isinstance(meta, torch.Tensor):
             return self.realize(v)
+        if meta.device != v.device:   # a CPU scalar computed on the GPU: eager returns it on the CPU
+            buf = ExternBuffer(self.new_name(), _layout_of(meta), op=aten._to_copy.default,
+                               args=(self.as_arg(self.realize(v)),),
+                               kwargs={"device": meta.device}, kind="extern",
+                               reason="a CPU scalar output")
+            self.add_buffer(buf)
+            return Stored(buf.name, buf.layout)
         if isinstance(v, Virtual):
             return self.realize(v, stride=sym_list(meta.stride()))
         if isinstance(v, VirtualView):
@@ -322,6 +373,15 @@ class GraphLowering:
 
     def _aliases_input(self, v: Stored) -> bool:
         return isinstance(self.by_name.get(v.buffer), InputBuffer)
+
+
+def _graph_device(gm) -> Optional[torch.device]:
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        for v in (val if isinstance(val, (list, tuple)) else [val]):
+            if isinstance(v, torch.Tensor) and v.device.type not in ("cpu", "meta"):
+                return v.device
+    return None
 
 
 # no alias annotation in their schemas, but they return views all the same
@@ -405,12 +465,21 @@ def _flat(args):
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
 
 
+@functools.lru_cache(maxsize=None)
+def _library_dirs() -> tuple[str, ...]:
+    import triton
+    return tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, triton))
+
+
 def _source_of(node) -> list[str]:
+    """The user's line an op came from: the innermost frame outside torch and triton (a
+    default-device context or a torch function override adds frames of their own)."""
     trace = node.meta.get("stack_trace")
     if not trace:
         return []
     frames = _FRAME.findall(trace)
-    if not frames:
+    user = [f for f in frames if not f[0].startswith(_library_dirs())]
+    if not (user or frames):
         return []
-    path, line, fn, code = frames[-1]
+    path, line, fn, code = (user or frames)[-1]
     return [f"{path.rsplit('/', 1)[-1]}:{line} {code.strip()}"]

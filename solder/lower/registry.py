@@ -62,7 +62,7 @@ class Call:
 
     @property
     def device(self) -> torch.device:
-        return self.first.device
+        return self.graph.home_device(self.first)
 
     @property
     def size(self) -> list:

@@ -73,5 +73,6 @@ def test_masked_fill_and_constants():
 
 
 def test_arange_and_iota():
-    check(lambda x: (x + torch.arange(12).view(3, 4), torch.arange(2, 14, 3).float() * 0.5),
+    check(lambda x: (x + torch.arange(12, device=x.device).view(3, 4),
+                     torch.arange(2, 14, 3, device=x.device).float() * 0.5),
           torch.randn(3, 4))

@@ -12,7 +12,12 @@ from solder.pipeline import CompileContext, compile_graph
 
 from .helpers import assert_same, check, clone_args
 
-T = torch.tensor
+
+
+def T(data, **kw):
+    # on the tests' device explicitly: inside a compiled function Dynamo does not apply
+    # torch.set_default_device to tensors built from python data
+    return torch.tensor(data, device=torch.get_default_device(), **kw)
 
 
 def r(*shape, dtype=torch.float32):
@@ -436,3 +441,26 @@ def test_zero_dim_gathers_and_their_gradients():
     report = check(lambda a, b: torch.scatter_add(a, 0, T(0), b),
                    torch.randn((), requires_grad=True), torch.randn((), requires_grad=True), grad=True)
     assert not report.fallbacks
+
+
+# --- CPU tensors inside a GPU graph --------------------------------------------------------------
+
+def _fill_column(x):
+    x = x * 2
+    x[:, 0] = -1.0        # on a GPU tensor ATen makes the value a 0-d CPU tensor
+    return x
+
+
+@pytest.mark.gpu
+def test_cpu_scalar_in_a_gpu_graph_is_a_constant_of_the_kernel():
+    report = check(_fill_column, r(4, 6), kernels=1)
+    assert not report.fallbacks, report.fallbacks
+
+
+@pytest.mark.gpu
+def test_cpu_index_tensor_in_a_gpu_graph_runs_that_op_in_aten():
+    idx = torch.tensor([0, 2], device="cpu")   # eager indexes a GPU tensor with it
+    report = check(lambda a, b, i: torch.index_put(a * 2, (i,), b).sin(), r(4, 6), r(2, 6), idx)
+    assert [f.op for f in report.fallbacks] == ["aten.index_put.default"], report.fallbacks
+    assert "CPU tensor" in report.fallbacks[0].reason
+    assert report.kernel_count >= 1      # the rest of the graph still compiles

@@ -14,7 +14,7 @@ from solder.lower.graph import LoweringError
 from solder.runtime.user_kernel import UserKernelError
 
 from .user_kernel_support import (Compiled, add_one, add_one_kernel, compare, launch,
-                                  scale_kernel, strided_args)
+                                  scale_kernel, strided_args, who_holds)
 
 
 def _r(*s):
@@ -281,7 +281,8 @@ def test_deleting_the_compiled_function_frees_kernel_and_grid():
         noisy.disabled = was_disabled
     torch._dynamo.reset()
     gc.collect()
-    assert [r() for r in refs] == [None, None, None]
+    alive = [r() for r in refs]
+    assert alive == [None, None, None], "\n".join(who_holds(a) for a in alive if a is not None)
 
 
 # --- errors --------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
 import solder
+from .user_kernel_support import who_holds
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
@@ -389,22 +390,33 @@ def test_autotune_restore_value_and_key():
         torch.testing.assert_close(compiled(x), x + 1)
 
 
-def test_autotune_prune_configs_by_and_heuristics():
-    @triton.autotune(configs=CONFIGS, key=["n"],
-                     prune_configs_by={"early_config_prune": lambda cfgs, nargs, **kw: cfgs[1:],
-                                       "perf_model": lambda **kw: kw["BLOCK"], "top_k": 1})
-    @triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
-    @triton.jit
-    def kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        if EVEN:
-            tl.store(out_ptr + offs, tl.load(x_ptr + offs) + 1)
-        else:
-            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+def _drop_first_config(configs, nargs, **kw):
+    return configs[1:]
 
+
+def _block_as_cost(**kw):
+    return kw["BLOCK"]
+
+
+# at module level: Dynamo (torch 2.11) cannot build guards for pruning functions defined inside
+# the test function ("Can't construct an AttrSource without a valid base source")
+@triton.autotune(configs=CONFIGS, key=["n"],
+                 prune_configs_by={"early_config_prune": _drop_first_config,
+                                   "perf_model": _block_as_cost, "top_k": 1})
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def _pruned_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs) + 1)
+    else:
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def test_autotune_prune_configs_by_and_heuristics():
     def f(x):
         out = torch.empty_like(x)
-        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+        _pruned_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
         return out
     for n in (1024, 1000):
         check(f, _r(n))
@@ -474,7 +486,8 @@ def test_deleting_the_compiled_function_frees_kernel_grid_and_tensors():
     del f, compiled
     torch._dynamo.reset()
     gc.collect()
-    assert [r() for r in refs] == [None, None, None]
+    alive = [r() for r in refs]
+    assert alive == [None, None, None], "\n".join(who_holds(a) for a in alive if a is not None)
 
 
 # --- errors --------------------------------------------------------------------------------------

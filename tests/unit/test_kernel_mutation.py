@@ -2,11 +2,9 @@
 
 The analysis reads source only, so these tests pass with interpreted kernels (no GPU) and with
 real JITFunctions (GPU machine); the test that runs kernels uses the interpreter or CUDA.
+tests/conftest.py sets TRITON_INTERPRET=1 where there is no GPU (never here: on a GPU machine it
+would turn every kernel the process defines afterwards, Solder's included, into an interpreted one).
 """
-import os
-
-os.environ.setdefault("TRITON_INTERPRET", "1")   # before triton is imported
-
 import gc
 import importlib.util
 import sys

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One device call: GPU test suite (in parallel shards) and/or the benchmark, logs under $OUT.
+#   scripts/gpu_check.sh tests              # shards of tests/ on the GPU
+#   CASES=gelu_chain,softmax scripts/gpu_check.sh bench
+#   scripts/gpu_check.sh tests bench
+set -u
+OUT=${OUT:-/tmp/solder-gpu}; mkdir -p "$OUT"
+export PYTHONPATH=. PYTHONDONTWRITEBYTECODE=1
+PY=${PY:-python3}
+{ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+  $PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } > "$OUT/versions.txt" 2>&1
+cat "$OUT/versions.txt"
+for part in "$@"; do
+  case $part in
+  tests)
+    shards=("tests/kernels --ignore=tests/kernels/test_user_kernels_matrix.py --ignore=tests/kernels/test_user_kernels_gpu.py --ignore=tests/kernels/test_scatter_props.py"
+            "tests/kernels/test_user_kernels_matrix.py tests/kernels/test_user_kernels_gpu.py"
+            "tests/kernels/test_scatter_props.py tests/unit"
+            "tests/models")
+    i=0
+    for s in "${shards[@]}"; do
+      timeout "${TEST_S:-300}" $PY -m pytest -q -p no:cacheprovider -rfE $s > "$OUT/tests$i.log" 2>&1 &
+      i=$((i+1))
+    done
+    wait
+    for f in "$OUT"/tests*.log; do echo "== $f"; grep -E "^(FAILED|ERROR)|passed|failed" "$f" | tail -25; done
+    ;;
+  bench)
+    timeout "${BENCH_S:-300}" $PY -m solder bench ${CASES:+--cases "$CASES"} --json "$OUT/bench.json" \
+      > "$OUT/bench.txt" 2> "$OUT/bench.err"
+    echo "bench rc=$?"; cat "$OUT/bench.txt"; tail -5 "$OUT/bench.err"
+    ;;
+  esac
+done
