@@ -37,17 +37,25 @@ class _Fn(torch.nn.Module):
 
 
 def compile(model_or_fn, example_args, path, dynamic_shapes=None, weights: bool = True, *,
-            example_kwargs: Optional[dict] = None, options: Optional[dict] = None) -> str:
+            example_kwargs: Optional[dict] = None, options: Optional[dict] = None,
+            strict: bool = False) -> str:
     """Export ``model_or_fn`` on ``example_args``, compile it with Solder and write one package
     file at ``path``. ``weights=False`` leaves parameters and persistent buffers out (supply a
-    state dict to ``load``). Returns ``str(path)``."""
+    state dict to ``load``). ``strict`` is torch.export's (True: capture through Dynamo).
+    Returns ``str(path)``."""
     t0 = time.perf_counter()
     cfg = config_mod.resolve(options)
     module = model_or_fn if isinstance(model_or_fn, torch.nn.Module) else _Fn(model_or_fn)
     args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
+    if isinstance(module, _Fn) and dynamic_shapes is not None:
+        dynamic_shapes = _fn_dynamic_shapes(model_or_fn, args, dynamic_shapes)
     with torch.no_grad():
-        ep = torch.export.export(module, args, kwargs=example_kwargs or {},
-                                 dynamic_shapes=dynamic_shapes)
+        try:
+            ep = torch.export.export(module, args, kwargs=example_kwargs or {},
+                                     dynamic_shapes=dynamic_shapes, strict=strict)
+        except Exception as e:  # noqa: BLE001 - export's errors are many; say where it failed
+            raise AotError(f"torch.export could not capture the program: {type(e).__name__}: "
+                           f"{e}") from e
         ep = ep.run_decompositions(_decompositions(cfg))
     t_export = time.perf_counter()
     plan, stored_weights, constants = _graph_inputs(ep)
@@ -95,6 +103,20 @@ def compile(model_or_fn, example_args, path, dynamic_shapes=None, weights: bool 
     members["package.json"] = json.dumps(info, indent=1, sort_keys=True).encode()
     container.write(path, members)
     return str(path)
+
+
+def _fn_dynamic_shapes(fn, args, shapes):
+    """A function's dynamic_shapes (per argument, by position or by name) as ``_Fn.forward``'s
+    (one entry for its ``*args``)."""
+    if isinstance(shapes, dict):
+        import inspect
+        names = list(inspect.signature(fn).parameters)[:len(args)]
+        unknown = set(shapes) - set(names)
+        if unknown:
+            raise AotError(f"dynamic_shapes names {sorted(unknown)}, which are not among the "
+                           f"function's positional parameters {names}")
+        shapes = [shapes.get(n) for n in names]
+    return {"args": tuple(shapes)}
 
 
 def _interpreting() -> bool:

@@ -116,12 +116,30 @@ def flatten_call(spec: dict, args: tuple, kwargs: dict) -> list:
     if spec["in_spec"] is not None:
         want = pytree.treespec_loads(spec["in_spec"])
         if tree != want:
-            raise PackageInputError(
-                f"the arguments' structure {tree} differs from the exported one {want}")
+            raise PackageInputError(_mismatch(spec, args, kwargs, want))
     if len(leaves) != len(spec["inputs"]):
         raise PackageInputError(f"expected {len(spec['inputs'])} inputs "
                                 f"({', '.join(i['name'] for i in spec['inputs'])}), got {len(leaves)}")
     return leaves
+
+
+def _mismatch(spec, args, kwargs, want) -> str:
+    """Which argument differs from the exported call, in words."""
+    names = [i["name"] for i in spec["inputs"]]
+    try:
+        arg_specs = list(want.children_specs[0].children_specs)
+    except (AttributeError, IndexError):
+        return f"the arguments' structure differs from the exported call's ({len(names)} inputs)"
+    if len(args) != len(arg_specs):
+        return f"expected {len(arg_specs)} positional arguments, got {len(args)}"
+    leaf = 0
+    for i, (a, s) in enumerate(zip(args, arg_specs)):
+        if pytree.tree_structure(a) != s:
+            if s.num_leaves == 1 and s.num_children == 0:
+                return f"input {names[leaf]}: expected a tensor, got {type(a).__name__}"
+            return f"argument {i}: its structure differs from the exported call's"
+        leaf += s.num_leaves
+    return "keyword arguments differ from the exported call's"
 
 
 def unflatten_results(spec: dict, flat: list):
