@@ -63,6 +63,8 @@ def compile(model_or_fn, example_args, path, dynamic_shapes=None, weights: bool 
     gm = ep.graph_module
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     user_in = [n.meta.get("val") for n, p in zip(placeholders, plan) if p["kind"] == "user"]
+    # the layout the kernels read each weight in (channels_last convolution weights, say)
+    metas = {p["name"]: n.meta.get("val") for n, p in zip(placeholders, plan) if p["kind"] != "user"}
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
     out_vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a
                 for a in out_node.args[0]]
@@ -92,8 +94,8 @@ def compile(model_or_fn, example_args, path, dynamic_shapes=None, weights: bool 
         "outputs": outputs,
         "spec": spec,
         "weights": {"stored": bool(weights),
-                    "tensors": {k: _tensor_info(v) for k, v in stored_weights.items()}},
-        "constants": {k: _tensor_info(v) for k, v in constants.items()},
+                    "tensors": {k: _tensor_info(v, metas[k]) for k, v in stored_weights.items()}},
+        "constants": {k: _tensor_info(v, metas[k]) for k, v in constants.items()},
         "kernels": [{"name": k.name, "ops": list(k.ops)} for k in report.kernels],
         "externs": [c.op for c in report.externs],
         "fallbacks": [[c.op, c.reason] for c in report.fallbacks],
@@ -249,5 +251,8 @@ def _record_binaries(compiled, cfg, graph_args: list, members: dict) -> list:
     return [export_binaries(names[key], runner, members) for key, runner in by_fn.items()]
 
 
-def _tensor_info(t: torch.Tensor) -> dict:
-    return {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
+def _tensor_info(t: torch.Tensor, meta) -> dict:
+    info = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
+    if isinstance(meta, torch.Tensor):
+        info.update(spec_mod.layout_of(meta))
+    return info

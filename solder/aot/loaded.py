@@ -77,7 +77,8 @@ class LoadedPackage:
                     raise PackageError(
                         f"weight {name}: expected {want['dtype']} {tuple(want['shape'])}, got "
                         f"{str(t.dtype).removeprefix('torch.')} {tuple(t.shape)}")
-                values[name] = t.detach().to(self.device).contiguous()
+                # stored dense; the kernels may read it in another layout (channels_last)
+                values[name] = spec_mod.in_layout(t.detach().to(self.device), want, {})
         return values
 
     def _runner(self, members, options):

@@ -39,7 +39,7 @@ def _size_text(v) -> str | int:
     return int(v)
 
 
-def _layout(meta: torch.Tensor) -> dict:
+def layout_of(meta: torch.Tensor) -> dict:
     """How an input must be laid out: contiguous, channels_last or explicit strides."""
     shape = [_size_text(s) for s in meta.shape]
     strides = [_size_text(s) for s in meta.stride()]
@@ -70,7 +70,7 @@ def tensor_entry(name: str, meta: torch.Tensor, with_layout: bool) -> dict:
     entry = {"name": name, "dtype": _dtype_name(meta.dtype), "device": str(meta.device),
              "shape": [_size_text(s) for s in meta.shape]}
     if with_layout:
-        entry.update(_layout(meta))
+        entry.update(layout_of(meta))
     return entry
 
 
@@ -188,7 +188,7 @@ def check_inputs(spec: dict, leaves: list, device: torch.device) -> tuple[list, 
                 _bind(spec, bound, want, int(got), f"input {name} dimension {d}")
             else:
                 exprs.append((name, d, want, int(got)))
-        out.append(_in_layout(x, entry, bound))
+        out.append(in_layout(x, entry, bound))
     for name, d, expr, got in exprs:
         value = sympy.sympify(expr).subs({sympy.Symbol(k): v for k, v in bound.items()})
         if value.is_Integer and int(value) != got:
@@ -218,7 +218,7 @@ def _shown(shape) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ")"
 
 
-def _in_layout(x: torch.Tensor, entry: dict, bound: dict) -> torch.Tensor:
+def in_layout(x: torch.Tensor, entry: dict, bound: dict) -> torch.Tensor:
     layout = entry.get("layout", "contiguous")
     if layout == "contiguous":
         return x if x.is_contiguous() else x.contiguous()

@@ -189,3 +189,22 @@ def test_user_triton_kernels_are_refused_with_the_reason(tmp_path):
 
     with pytest.raises(aot.AotError, match="user Triton kernels"):
         aot.compile(fn, (torch.randn(32, device="cuda"),), tmp_path / "uk.solder", strict=True)
+
+
+def test_channels_last_conv_net_keeps_its_weight_layout(tmp_path):
+    """Weights are stored dense and put back in the layout the kernels read them in."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                              torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+    net = net.eval().to(device).to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 8, 8, device=device).to(memory_format=torch.channels_last)
+    path = aot.compile(net, (x,), tmp_path / "conv.solder")
+    info = json.loads(__import__("zipfile").ZipFile(path).read("package.json"))
+    assert info["weights"]["tensors"]["0.weight"]["layout"] == "channels_last"
+    assert info["spec"]["inputs"][0]["layout"] == "channels_last"
+    run = aot.load(path)
+    with torch.no_grad():
+        torch.testing.assert_close(run(x), net(x), rtol=1e-4, atol=1e-4)
+        y = torch.randn(2, 3, 8, 8, device=device)   # contiguous: copied to channels_last
+        torch.testing.assert_close(run(y), net(y), rtol=1e-4, atol=1e-4)
