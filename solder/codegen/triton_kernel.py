@@ -161,7 +161,10 @@ class Emitter:
         if v.op == "rand":
             slot, offset, kind = v.args
             fn = {"rand": "tl.rand", "randn": "tl.randn"}[kind]
-            return self._tmp(f"{fn}({g.seed(slot)}, ({g.printer(offset)}).to(tl.uint32))")
+            off = g.printer(offset)
+            if not (sympy.sympify(offset).free_symbols & {XINDEX, RINDEX}):
+                off = f"{off} + {g.zero_index(offset)}"  # a 0-d draw: a constant offset
+            return self._tmp(f"{fn}({g.seed(slot)}, ({off}).to(tl.uint32))")
         if v.op == "cast":
             return self._tmp(_cast(self.value(v.args[0]), v.args[0].dtype, v.dtype))
         if v.op == "call":
