@@ -48,5 +48,9 @@ def make_aot_backend(ctx: CompileContext):
 
     def compile_fn(gm, example_inputs):
         rewrite_view_scatters(gm)  # before autograd: gradients right, shapes static
-        return backend(gm, example_inputs)
+        # Effect tokens (with_effects around side-effectful ops such as linalg's error checks)
+        # become ops inside the graphs (_make_token/_sink_tokens), not graph inputs that
+        # AOTAutograd passes as None at run time.
+        with torch._functorch.config.patch(unlift_effect_tokens=True):
+            return backend(gm, example_inputs)
     return compile_fn

@@ -219,6 +219,8 @@ class GraphLowering:
         view = self._as_view(node, args)
         if view is not None:
             return view
+        if _touches_complex(node):
+            return self.fallback(node, args, kwargs, "complex dtypes are not lowered")
         if self._touches_cpu(node, args):
             return self.fallback(node, args, kwargs, f"reads or makes a CPU tensor in a "
                                  f"{self.device.type} graph: runs in ATen, as eager would")
@@ -262,6 +264,9 @@ class GraphLowering:
             return None
         if any(o.dtype != base_val.dtype for o in outs):
             return None  # a dtype-reinterpreting view (view(dtype)): let ATen do it
+        if any(o.is_conj() != base_val.is_conj() or o.is_neg() != base_val.is_neg()
+               for o in outs):
+            return None  # _conj / _neg_view: same storage, but read conjugated or negated
         base = self.env[base_node]
         views = [self._view_of(base, o) for o in outs]
         return views if isinstance(val, (list, tuple)) else views[0]
@@ -398,6 +403,20 @@ def _is_view_op(target) -> bool:
         return False
     info = schema.returns[0].alias_info
     return info is not None and not info.is_write
+
+
+def _touches_complex(node) -> bool:
+    """Whether the op reads or makes a complex tensor (generated code has no complex type)."""
+    metas = [node.meta.get("val")]
+    metas += [a.meta.get("val") for a in node.all_input_nodes]
+    stack = list(metas)
+    while stack:
+        m = stack.pop()
+        if isinstance(m, (list, tuple)):
+            stack.extend(m)
+        elif isinstance(m, torch.Tensor) and m.dtype.is_complex:
+            return True
+    return False
 
 
 def _layout_of(val: torch.Tensor) -> Layout:

@@ -73,8 +73,14 @@ def reduce(call: Call, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtyp
                 k += 1
         return E.cast(x.load(full), value_dtype)
 
-    if ndim == 0:
-        red_sizes = []
+    if all(n.is_Integer and int(n) == 1 for n in red_sizes):
+        # one element per row: no reduction kernel (whose tiling would have a row length of 1),
+        # just that element (or its index, 0) in the accumulator's dtype, then the output's
+        zeros = [sympy.Integer(0)] * len(red_sizes)
+        if rtype in ("argmax", "argmin"):
+            return Virtual(out_size, out_dtype, call.device, lambda idx: E.const(0, out_dtype))
+        return Virtual(out_size, out_dtype, call.device,
+                       lambda idx: E.cast(E.cast(fn(idx, zeros), acc), out_dtype))
     meta = call.out if isinstance(call.out, torch.Tensor) else call.out[0]
     meta_size, meta_stride = sym_list(meta.shape), sym_list(meta.stride())
     stride = _dense_or_contiguous(out_size, meta_stride if meta_size == out_size else None)

@@ -1,0 +1,90 @@
+"""Regressions found by the OpInfo conformance suite (python -m solder conformance)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import solder
+
+from .helpers import check
+
+
+def _fallback_ops(report):
+    return {str(f.op): f.reason for f in report.fallbacks}
+
+
+# -- reductions over one element per row ----------------------------------------------------
+
+def test_mean_of_one_element_fuses_with_its_producer():
+    # binary_cross_entropy of a 1-element input: a pointwise producer and a reduction of
+    # length 1 in one kernel used to read a reduction result the kernel never computed
+    x, y = torch.rand(1) * 0.8 + 0.1, torch.rand(1)
+    check(lambda a, b: F.binary_cross_entropy(a, b), x, y)
+    check(lambda a, b: F.binary_cross_entropy(a, b), x.requires_grad_(), y, grad=True)
+
+
+def test_arg_reductions_over_a_size_one_dim_give_index_zero():
+    x = torch.tensor([[2.0], [-1.0], [5.0]])  # the values must not leak out as indices
+    check(lambda t: (t.argmax(1), t.argmin(1, keepdim=True), t.max(1), t.min(1)), x)
+
+
+def test_reductions_over_size_one_dims():
+    x = torch.randn(3, 1, 1)
+    check(lambda t: ((t * 2).sum((1, 2)), t.prod(1), t.amax(2), (t > 0).any(1),
+                     (t > 0).all(2), t.mean(1, keepdim=True), t.var(1, correction=0)), x)
+
+
+def test_quantile_of_a_scalar():
+    check(lambda t: torch.quantile(t, 0.5), torch.tensor(1.5))
+
+
+# -- complex values and conjugate views -----------------------------------------------------
+
+def test_conj_view_is_not_a_plain_layout():
+    # ifft of a real input is the conjugate (a _conj view with the conj bit) of an r2c fft:
+    # lowering _conj as a layout dropped the bit and returned the unconjugated values
+    x = torch.randn(3, 6, 4)
+    check(lambda t: torch.fft.ifft(t, n=8, dim=1, norm="ortho"), x)
+    report = solder.explain(lambda t: torch.fft.ifft(t, dim=1), x)
+    assert "aten._conj" in _fallback_ops(report)
+
+
+def test_ops_on_complex_values_fall_back_with_a_reason():
+    # the padding/slicing around a complex fft reached code generation and failed there
+    x = torch.randn(2, 5, 6)
+    fn = lambda t: torch.fft.fft2(t, s=(3, 8), dim=(1, 2), norm="ortho")  # noqa: E731
+    check(fn, x)
+    reasons = _fallback_ops(solder.explain(fn, x))
+    assert reasons.get("aten.constant_pad_nd") == "complex dtypes are not lowered"
+
+
+def test_real_and_complex_mixed_in_one_graph():
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    check(lambda a, b: (torch.polar(a.abs() + 0.1, b) * 2).abs() + a.sin(), x, y)
+
+
+# -- effect tokens (linalg error checks) ----------------------------------------------------
+
+def test_linalg_error_checks_run_and_raise():
+    a = torch.randn(4, 4) + 4 * torch.eye(4)
+    check(lambda m: torch.linalg.inv(m) + 1, a)
+    check(lambda m, b: torch.linalg.solve(m, b), a, torch.randn(4))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda m: torch.linalg.inv(m), backend="solder")
+    with pytest.raises(torch.linalg.LinAlgError):
+        compiled(torch.zeros(3, 3))
+
+
+# -- 0-d random draws -----------------------------------------------------------------------
+
+def test_random_draws_of_zero_dim_tensors():
+    torch._dynamo.reset()
+    randn = torch.compile(lambda t: torch.randn_like(t), backend="solder")
+    rand = torch.compile(lambda t: torch.rand_like(t) + t, backend="solder")
+    bern = torch.compile(lambda t: torch.bernoulli(t), backend="solder")
+    zero = torch.tensor(0.0)
+    draws = torch.stack([randn(zero) for _ in range(64)])
+    assert draws.shape == (64,) and draws.std() > 0.5 and draws.abs().max() < 10
+    uniform = torch.stack([rand(zero) for _ in range(64)])
+    assert ((uniform >= 0) & (uniform < 1)).all() and uniform.std() > 0.1
+    assert bern(torch.tensor(0.0)).item() == 0.0 and bern(torch.tensor(1.0)).item() == 1.0
+    assert bern(torch.tensor(0.5)).shape == ()
