@@ -3,6 +3,7 @@
 #   scripts/gpu_check.sh tests              # shards of tests/ on the GPU
 #   CASES=gelu_chain,softmax scripts/gpu_check.sh bench
 #   scripts/gpu_check.sh tests bench
+#   PROFILE_CASES=resnet50 scripts/gpu_check.sh profile
 set -u
 OUT=${OUT:-/tmp/solder-gpu}; mkdir -p "$OUT"
 export PYTHONPATH=. PYTHONDONTWRITEBYTECODE=1
@@ -23,7 +24,22 @@ for part in "$@"; do
       i=$((i+1))
     done
     wait
-    for f in "$OUT"/tests*.log; do echo "== $f"; grep -E "^(FAILED|ERROR)|passed|failed" "$f" | tail -25; done
+    for f in "$OUT"/tests?.log; do echo "== $f"; grep -E "^(FAILED|ERROR)|passed|failed" "$f" | tail -25; done
+    cat "$OUT"/tests?.log > "$OUT/tests.log"; rm -f "$OUT"/tests?.log
+    ;;
+  profile)   # PROFILE_CASES=a,b: where each backend's time goes; Solder's kernels in debug.tgz
+    for c in ${PROFILE_CASES//,/ }; do
+      for b in inductor solder; do
+        SOLDER_DEBUG_DIR="$OUT/debug/$c" timeout 200 $PY -m solder.bench.profile "$c" --backend $b --top 25 \
+          >> "$OUT/profile.txt" 2>> "$OUT/profile.err"
+      done
+    done
+    for c in ${COMPILE_CASES//,/ }; do
+      SOLDER_CACHE=0 TRITON_CACHE_DIR=$(mktemp -d) timeout 200 $PY -m solder.bench.profile "$c" --compile \
+        >> "$OUT/profile.txt" 2>> "$OUT/profile.err"
+    done
+    cat "$OUT/profile.txt"; tail -3 "$OUT/profile.err"
+    (cd "$OUT" && tar czf debug.tgz debug && rm -rf debug)
     ;;
   bench)
     timeout "${BENCH_S:-300}" $PY -m solder bench ${CASES:+--cases "$CASES"} --json "$OUT/bench.json" \

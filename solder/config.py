@@ -35,6 +35,10 @@ class Config:
         "(the solder_debug backend): places a wrong result in capture or in codegen")
     decompose: bool = _setting(True, "apply Solder's decomposition table during capture", True)
     log_compile: bool = _setting(False, "log one line per compiled graph with its stage times")
+    pad_mm_min_elements: int = _setting(
+        1 << 20, "a matmul whose output rows are not 16-byte aligned and that has at least this "
+        "many output elements multiplies zero-padded columns instead (CUDA only; -1: never)",
+        True)
 
     @classmethod
     def field_names(cls) -> list[str]:

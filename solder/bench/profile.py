@@ -16,12 +16,16 @@ def main(argv=None) -> int:
     p.add_argument("case")
     p.add_argument("--backend", default="solder")
     p.add_argument("--top", type=int, default=15)
+    p.add_argument("--compile", action="store_true",
+                   help="Solder only: where the cold compile's time goes, stage by stage")
     args = p.parse_args(argv)
     import solder  # noqa: F401  (registers the backend)
     from solder.bench.cases import all_cases
     case = next(c for c in all_cases() if c.name == args.case)
     dev = torch.device("cuda")
     work = case.build(dev, False)
+    if args.compile:
+        return _compile_breakdown(args.case, work)
     fn = work.fn if args.backend == "eager" else torch.compile(work.fn, backend=args.backend)
     for _ in range(3):
         work.step(fn)
@@ -45,6 +49,31 @@ def main(argv=None) -> int:
     events.sort(key=lambda e: -e.self_device_time_total)
     for e in events[:args.top]:
         print(f"  {e.self_device_time_total / 5 / 1e3:8.3f} ms  x{e.count // 5:<4} {e.key[:110]}")
+    return 0
+
+
+def _compile_breakdown(name, work) -> int:
+    """Compile once with a fresh context and sum each stage's seconds over the graphs."""
+    from solder.backend import backend_for
+    from solder.config import from_env
+    from solder.pipeline import CompileContext
+    ctx = CompileContext(from_env())
+    fn = torch.compile(work.fn, backend=backend_for(None, ctx))
+    t0 = time.perf_counter()
+    work.step(fn)
+    torch.cuda.synchronize()
+    total = time.perf_counter() - t0
+    stages: dict = {}
+    for g in ctx.graphs:
+        for k, v in g.timings.items():
+            if isinstance(v, (int, float)):
+                stages[k] = stages.get(k, 0.0) + v
+    kernels = sum(len(g.kernels) for g in ctx.graphs)
+    print(f"{name} / solder compile: {total:.2f} s for the first call, {len(ctx.graphs)} graphs, "
+          f"{kernels} kernels")
+    for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
+        print(f"  {k:<16} {v:8.2f} s")
+    print(f"  {'(rest: dynamo, autograd, python)':<16} {total - sum(stages.values()):8.2f} s")
     return 0
 
 

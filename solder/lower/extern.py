@@ -27,8 +27,10 @@ EXTERN_OPS = [
 ]
 
 
-# Below this many output elements a matmul is not worth padding.
-PAD_MIN_ELEMENTS = 1 << 20
+def _interpreting() -> bool:
+    # under Triton's interpreter the CPU runs the same lowering as the GPU, so tests see it
+    from ..codegen.scalar_ops import interpreting
+    return interpreting()
 
 
 @lowering(*EXTERN_OPS)
@@ -44,16 +46,17 @@ def _padded_mm(call: Call, a: TensorValue, b: TensorValue):
     """``a @ b`` whose output rows are not 16-byte aligned (a vocabulary of 50257, say) sends
     cuBLAS to its slowest kernels. Multiply by ``b`` padded with zero columns instead and view
     the result without them: one small copy of ``b`` buys a fast GEMM."""
-    if call.device.type != "cuda":
+    g = call.graph
+    threshold = g.config.pad_mm_min_elements
+    if threshold < 0 or (call.device.type != "cuda" and not _interpreting()):
         return None
     try:
         m, k, n = int(a.size[0]), int(a.size[1]), int(b.size[1])
     except TypeError:
         return None
     align = 16 // call.dtype.itemsize
-    if n % align == 0 or m * n < PAD_MIN_ELEMENTS:
+    if n % align == 0 or m * n < threshold:
         return None
-    g = call.graph
     n_pad = (n + align - 1) // align * align
     inside = lambda idx: E.call("lt", E.index_value(idx[1]), E.index_value(n), dtype=torch.bool)  # noqa: E731
     bp = g.compute([sympy.Integer(k), sympy.Integer(n_pad)], b.dtype, b.device,

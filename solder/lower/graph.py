@@ -182,7 +182,9 @@ class GraphLowering:
         if isinstance(value, torch.Tensor) and value.dim() == 0 and self.home_device(
                 value) != value.device:
             # a CPU scalar of a GPU graph: its value is known now, so it is a constant
-            number = value.item()
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+            with unset_fake_temporarily():   # the lowering runs under the graph's fake mode
+                number = value.item()
             return Virtual([], value.dtype, self.device,
                            lambda idx: E.const(number, value.dtype), origins=["constant"])
         if isinstance(value, torch.Tensor):
@@ -268,12 +270,20 @@ class GraphLowering:
                for o in outs):
             return None  # _conj / _neg_view: same storage, but read conjugated or negated
         base = self.env[base_node]
-        views = [self._view_of(base, o) for o in outs]
+        views = [self._view_of(base, o, base_val) for o in outs]
         return views if isinstance(val, (list, tuple)) else views[0]
 
-    def _view_of(self, base: TensorValue, out_meta) -> TensorValue:
+    def _view_of(self, base: TensorValue, out_meta, base_meta=None) -> TensorValue:
         size, stride = sym_list(out_meta.shape), sym_list(out_meta.stride())
         offset = sym(out_meta.storage_offset())
+        if isinstance(base, Stored) and base_meta is not None and not _stored_as_meta(
+                base, base_meta):
+            # the base is in memory in another layout than eager's (a padded matmul's rows,
+            # say): eager's view strides address eager's layout, so go through the values
+            values = Virtual(base.size, base.dtype, base.device, base.load,
+                             stride=sym_list(base_meta.stride()))
+            return VirtualView(values, size, stride,
+                               offset - sym(base_meta.storage_offset()))
         if isinstance(base, Stored):
             return base.view(size, stride, offset)
         if isinstance(base, VirtualView):
@@ -378,6 +388,15 @@ class GraphLowering:
 
     def _aliases_input(self, v: Stored) -> bool:
         return isinstance(self.by_name.get(v.buffer), InputBuffer)
+
+
+def _stored_as_meta(s: Stored, meta: torch.Tensor) -> bool:
+    """Whether ``s`` sits in memory where eager's tensor would (strides and offset), so that
+    eager's view strides and offsets address it."""
+    if any(sympy.sympify(a - b) != 0 for n, a, b in zip(s.size, s.layout.stride,
+                                                          sym_list(meta.stride())) if n != 1):
+        return False
+    return sympy.sympify(s.layout.offset - (sym(meta.storage_offset()) - s.root_meta_offset)) == 0
 
 
 def _graph_device(gm) -> Optional[torch.device]:

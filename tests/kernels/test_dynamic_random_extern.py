@@ -77,3 +77,20 @@ def test_convolution_and_attention():
     q = torch.randn(1, 2, 8, 4)
     check(lambda a, b, c: F.scaled_dot_product_attention(a, b, c) * 2, q, q.clone(), q.clone(),
           rtol=1e-4, atol=1e-4)
+
+
+def test_padded_matmul_keeps_eager_values_through_views():
+    # an LM-head shape: rows of 13 floats are not 16-byte aligned, so the product is computed
+    # into 16-wide rows; the views after it (eager's strides) must still read the right values
+    def f(x, w):
+        logits = (x.view(10, 8) @ w.t()).view(2, 5, 13)
+        return logits, logits[:, 1:, 3:].float() * 2, logits.transpose(0, 1).sum(-1)
+    x, w = torch.randn(2, 5, 8), torch.randn(13, 8)
+    ref = f(x, w)
+    options = {"pad_mm_min_elements": 1}
+    out = torch.compile(f, backend="solder", options=options)(x, w)
+    assert_same(out, ref)
+    report = solder.explain(f, x, w, options=options)
+    assert "(10, 16)" in report.graphs[0].wrapper, report.graphs[0].wrapper   # it was padded
+    assert not report.fallbacks
+    assert out[0].stride() == ref[0].stride()

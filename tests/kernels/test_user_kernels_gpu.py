@@ -418,6 +418,14 @@ def test_autotune_prune_configs_by_and_heuristics():
         out = torch.empty_like(x)
         _pruned_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
         return out
+    try:   # whether Dynamo itself can trace this launch (no Solder involved)
+        torch.compile(f, backend="eager", fullgraph=True)(_r(1024))
+    except Exception as e:
+        if "AttrSource" not in str(e):
+            raise
+        pytest.skip(f"Dynamo in torch {torch.__version__} cannot trace a launch of an autotuned "
+                    f"kernel with prune_configs_by: {str(e).splitlines()[0]}")
+    torch._dynamo.reset()
     for n in (1024, 1000):
         check(f, _r(n))
 
@@ -485,6 +493,10 @@ def test_deleting_the_compiled_function_frees_kernel_grid_and_tensors():
     compiled(_r(1024))
     del f, compiled
     torch._dynamo.reset()
+    # PyTorch's own registry of the kernels Dynamo traced (not cleared by dynamo.reset in
+    # torch 2.11); what is left after it is what Solder holds
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+    kernel_side_table.reset_table()
     gc.collect()
     alive = [r() for r in refs]
     assert alive == [None, None, None], "\n".join(who_holds(a) for a in alive if a is not None)

@@ -632,6 +632,8 @@ def test_running_kernels_modify_only_written_args():
         dict(M=4, N=8, stride_m=8, BM=4, BN=4, TILES=2))
     assert changed == written == {"out_ptr"}
 
+    if dev == "cuda":
+        return   # Triton's compiler rejects `break` (its interpreter runs it): the rest is CPU-only
     changed, written = _run_and_check(
         loop_carried_kernel, (1,),
         dict(a_ptr=r(4), b_ptr=r(4), c_ptr=r(4), d_ptr=r(4), ro_ptr=r(4)), dict(n=3, BLOCK=4))
@@ -640,7 +642,7 @@ def test_running_kernels_modify_only_written_args():
 
 # --- soundness fuzz: random pointer shuffling, run, compare ----------------------------------
 
-def _random_kernel_source(rnd, n_stmts):
+def _random_kernel_source(rnd, n_stmts, loop_exits=True):
     lines = ["    offs = tl.arange(0, 4)", "    v = tl.load(src_ptr + offs)",
              "    p0 = a_ptr", "    p1 = b_ptr", "    p2 = c_ptr"]
     blocks = []   # kinds of the open blocks ("for" / "if")
@@ -658,7 +660,7 @@ def _random_kernel_source(rnd, n_stmts):
             lines.append(f"{pad}p{i} = p{j} if flag == {k} else p{i}")
         elif choice == 4:
             lines.append(f"{pad}tl.store(p{i} + offs, v)")
-        elif choice == 5 and "for" in blocks:
+        elif choice == 5 and "for" in blocks and loop_exits:
             lines.append(f"{pad}if flag == {k}:")
             lines.append(f"{pad}    {rnd.choice(['break', 'continue'])}")
         elif choice == 6 and len(blocks) < 3:
@@ -678,10 +680,11 @@ def test_fuzz_soundness(tmp_path):
     import random
     dev = _device()
     rnd = random.Random(1234)
-    for case in range(120 if dev == "cpu" else 8):   # each case compiles 4 kernels on a GPU
+    # each case compiles 4 kernels on a GPU, whose compiler rejects break/continue
+    for case in range(120 if dev == "cpu" else 8):
         path = tmp_path / f"fuzz_{case}.py"
         path.write_text("import triton\nimport triton.language as tl\n\n@triton.jit\n"
-                        + _random_kernel_source(rnd, 16))
+                        + _random_kernel_source(rnd, 16, loop_exits=dev == "cpu"))
         spec = importlib.util.spec_from_file_location(f"_solder_fuzz_{case}", path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
