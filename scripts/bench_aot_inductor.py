@@ -6,6 +6,7 @@ processes with the same protocol (one ``RESULT {json}`` line per phase) and the 
 """
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 import time
@@ -69,6 +70,7 @@ def phase_steady(args) -> dict:
 
 def main() -> int:
     import argparse
+    faulthandler.enable()  # a crash inside the loaded library still says where
     p = argparse.ArgumentParser()
     p.add_argument("--phase", choices=["build", "cold", "steady"], required=True)
     p.add_argument("--model", required=True)

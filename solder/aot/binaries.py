@@ -96,7 +96,8 @@ class RecordingRunner(KernelRunner):
     def _generic(self):
         if self._generic_fn is None:
             import triton
-            names = list(self.fn.arg_names)
+            # every runtime argument; constexprs (block sizes) stay compile-time constants
+            names = [p.name for p in self.fn.params if not p.is_constexpr]
             self._generic_fn = triton.jit(self.fn.fn, do_not_specialize=names,
                                           do_not_specialize_on_alignment=names)
         return self._generic_fn

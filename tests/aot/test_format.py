@@ -97,10 +97,12 @@ def test_not_a_package(tmp_path):
 
 def _sample():
     g = torch.Generator().manual_seed(0)
-    return {"w": torch.randn(3, 5, generator=g), "h": torch.randn(4, generator=g).half(),
-            "b": torch.randn(2, 2, generator=g).bfloat16(), "m": torch.tensor([True, False]),
-            "i": torch.arange(6).reshape(2, 3), "e": torch.empty(0, 3),
-            "view": torch.arange(10.0)[2:7]}
+    cpu = dict(device="cpu")  # (the GPU test run makes cuda the default device)
+    return {"w": torch.randn(3, 5, generator=g, **cpu),
+            "h": torch.randn(4, generator=g, **cpu).half(),
+            "b": torch.randn(2, 2, generator=g, **cpu).bfloat16(),
+            "m": torch.tensor([True, False], **cpu), "i": torch.arange(6, **cpu).reshape(2, 3),
+            "e": torch.empty(0, 3, **cpu), "view": torch.arange(10.0, **cpu)[2:7]}
 
 
 def _assert_same(a, b):
@@ -127,7 +129,7 @@ def test_tensor_blob_without_the_library(monkeypatch):
 
 
 def test_tensor_blob_bad_offsets_refused():
-    blob = bytearray(tensors._dumps({"w": torch.ones(4)}))
+    blob = bytearray(tensors._dumps({"w": torch.ones(4, device="cpu")}))
     blob = bytes(blob[:-4])  # data shorter than the header says
     with pytest.raises(ValueError, match="offsets"):
         tensors._loads(blob)
