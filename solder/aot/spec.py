@@ -123,11 +123,17 @@ def flatten_call(spec: dict, args: tuple, kwargs: dict) -> list:
     return leaves
 
 
+def _children(tree) -> list:
+    # TreeSpec.children() in newer torch, the children_specs attribute in older ones
+    method = getattr(tree, "children", None)
+    return list(method()) if callable(method) else list(tree.children_specs)
+
+
 def _mismatch(spec, args, kwargs, want) -> str:
     """Which argument differs from the exported call, in words."""
     names = [i["name"] for i in spec["inputs"]]
     try:
-        arg_specs = list(want.children_specs[0].children_specs)
+        arg_specs = _children(_children(want)[0])
     except (AttributeError, IndexError):
         return f"the arguments' structure differs from the exported call's ({len(names)} inputs)"
     if len(args) != len(arg_specs):
