@@ -16,7 +16,7 @@ for part in "$@"; do
   tests)
     shards=("tests/kernels --ignore=tests/kernels/test_user_kernels_matrix.py --ignore=tests/kernels/test_user_kernels_gpu.py --ignore=tests/kernels/test_scatter_props.py"
             "tests/kernels/test_user_kernels_matrix.py tests/kernels/test_user_kernels_gpu.py"
-            "tests/kernels/test_scatter_props.py tests/unit"
+            "tests/kernels/test_scatter_props.py tests/unit $(ls -d tests/aot 2>/dev/null)"
             "tests/models")
     i=0
     for s in "${shards[@]}"; do
@@ -27,10 +27,11 @@ for part in "$@"; do
     for f in "$OUT"/tests?.log; do echo "== $f"; grep -E "^(FAILED|ERROR)|passed|failed" "$f" | tail -25; done
     cat "$OUT"/tests?.log > "$OUT/tests.log"; rm -f "$OUT"/tests?.log
     ;;
-  profile)   # PROFILE_CASES=a,b: where each backend's time goes; Solder's kernels in debug.tgz
+  profile)   # PROFILE_CASES=a,b [PROFILE_BACKENDS="solder"] [COMPILE_CASES=c]: where the time
+             # goes (per call, and a cold compile's stages); Solder's kernels in debug.tgz
     for c in ${PROFILE_CASES//,/ }; do
-      for b in inductor solder; do
-        SOLDER_DEBUG_DIR="$OUT/debug/$c" timeout 200 $PY -m solder.bench.profile "$c" --backend $b --top 25 \
+      for b in ${PROFILE_BACKENDS:-inductor solder}; do
+        SOLDER_DEBUG_DIR="$OUT/debug/$c" timeout 200 $PY -m solder.bench.profile "$c" --backend $b --top 25 ${PROFILE_FLAGS:-} \
           >> "$OUT/profile.txt" 2>> "$OUT/profile.err"
       done
     done
@@ -45,6 +46,12 @@ for part in "$@"; do
     timeout "${BENCH_S:-300}" $PY -m solder bench ${CASES:+--cases "$CASES"} --json "$OUT/bench.json" \
       > "$OUT/bench.txt" 2> "$OUT/bench.err"
     echo "bench rc=$?"; cat "$OUT/bench.txt"; tail -5 "$OUT/bench.err"
+    ;;
+  diag)   # DIAG="pytest args": one test with every stage dumped (in debug.tgz)
+    SOLDER_DEBUG_DIR="$OUT/debug/diag" timeout 120 $PY -m pytest -q -p no:cacheprovider -x $DIAG \
+      > "$OUT/diag.txt" 2>&1; tail -5 "$OUT/diag.txt"
+    for w in $(find "$OUT/debug/diag" -name wrapper.py 2>/dev/null | head -3); do echo "== $w"; cat "$w"; done
+    (cd "$OUT" && tar czf debug.tgz debug && rm -rf debug)
     ;;
   esac
 done

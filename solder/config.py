@@ -25,7 +25,8 @@ class Config:
     inline_max_ops: int = _setting(
         48, "a pointwise value read by several consumers is recomputed in each only if its "
         "expression has at most this many operations; above it becomes a buffer", True)
-    autotune: bool = _setting(True, "time a few launch configs per kernel on first call (GPU only)")
+    autotune: bool = _setting(
+        True, "time a few launch configs per large reduction kernel on first call (GPU only)")
     check_input_layouts: bool = _setting(
         True, "check at each call that inputs have the strides the graph was compiled for", True)
     cache_dir: Optional[str] = _setting(None, "on-disk cache folder (default: under ~/.cache/solder)")

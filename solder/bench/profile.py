@@ -16,6 +16,8 @@ def main(argv=None) -> int:
     p.add_argument("case")
     p.add_argument("--backend", default="solder")
     p.add_argument("--top", type=int, default=15)
+    p.add_argument("--cprofile", action="store_true",
+                   help="also profile the host side of steady-state calls (Python functions)")
     p.add_argument("--compile", action="store_true",
                    help="Solder only: where the cold compile's time goes, stage by stage")
     args = p.parse_args(argv)
@@ -31,12 +33,15 @@ def main(argv=None) -> int:
         work.step(fn)
     torch.cuda.synchronize()
     n = 20
+    from solder.runtime import launch
+    slow_before = launch.SLOW_LAUNCHES
     t0 = time.perf_counter()
     for _ in range(n):
         work.step(fn)
     host = (time.perf_counter() - t0) / n  # host time to issue one call (no sync inside)
     torch.cuda.synchronize()
     wall = (time.perf_counter() - t0) / n
+    slow = (launch.SLOW_LAUNCHES - slow_before) / n
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
         for _ in range(5):
@@ -45,10 +50,26 @@ def main(argv=None) -> int:
     events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
     gpu = sum(e.self_device_time_total for e in events) / 5 / 1e3
     print(f"{args.case} / {args.backend}: wall {wall * 1e3:.3f} ms per call, host issue "
-          f"{host * 1e3:.3f} ms, GPU kernels {gpu:.3f} ms")
+          f"{host * 1e3:.3f} ms, GPU kernels {gpu:.3f} ms"
+          + (f", {slow:.1f} launches per call through Triton's Python launcher"
+             if args.backend == "solder" else ""))
     events.sort(key=lambda e: -e.self_device_time_total)
     for e in events[:args.top]:
         print(f"  {e.self_device_time_total / 5 / 1e3:8.3f} ms  x{e.count // 5:<4} {e.key[:110]}")
+    if args.cprofile:
+        import cProfile
+        import io
+        import pstats
+        prof_host = cProfile.Profile()
+        prof_host.enable()
+        for _ in range(n):
+            work.step(fn)
+        prof_host.disable()
+        torch.cuda.synchronize()
+        text = io.StringIO()
+        pstats.Stats(prof_host, stream=text).sort_stats("tottime").print_stats(args.top)
+        print(f"host profile of {n} calls (tottime = own time):")
+        print("\n".join(text.getvalue().splitlines()[4:]))
     return 0
 
 
@@ -66,7 +87,7 @@ def _compile_breakdown(name, work) -> int:
     stages: dict = {}
     for g in ctx.graphs:
         for k, v in g.timings.items():
-            if isinstance(v, (int, float)):
+            if isinstance(v, float):   # seconds (kernel counts are ints)
                 stages[k] = stages.get(k, 0.0) + v
     kernels = sum(len(g.kernels) for g in ctx.graphs)
     print(f"{name} / solder compile: {total:.2f} s for the first call, {len(ctx.graphs)} graphs, "

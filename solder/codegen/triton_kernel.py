@@ -52,6 +52,10 @@ class KernelSource:
     reduction_hint: str = "inner"   # "outer": rows are strided in memory (column reductions)
 
 
+# sizes of symbolic shapes arrive with PyTorch's own sympy functions (Mod, FloorDiv, ...)
+import torch.utils._sympy.functions as _torch_sympy  # noqa: E402
+
+
 class Printer:
     def __init__(self, names: dict):
         self.names = names   # symbol -> python name
@@ -66,13 +70,19 @@ class Printer:
             return f"({self(e.args[0])} // {self(e.args[1])})"
         if isinstance(e, ModIndex):
             return f"({self(e.args[0])} % {self(e.args[1])})"
-        if isinstance(e, sympy.Mod):
+        if isinstance(e, (sympy.Mod, _torch_sympy.Mod, _torch_sympy.PythonMod)):
             # sympy's Mod (in sizes of symbolic shapes, e.g. padded head dims) takes the divisor's
             # sign; Triton's % truncates, so a possibly negative dividend needs the long form
             a, b = self(e.args[0]), self(e.args[1])
             if e.args[0].is_nonnegative and e.args[1].is_positive:
                 return f"({a} % {b})"
             return f"((({a} % {b}) + {b}) % {b})"
+        if isinstance(e, (_torch_sympy.FloorDiv, _torch_sympy.CleanDiv)):
+            # PyTorch's symbolic-shape division (in sizes): floor, so non-negative operands only
+            if e.args[0].is_nonnegative and e.args[1].is_positive:
+                return f"({self(e.args[0])} // {self(e.args[1])})"
+        if isinstance(e, _torch_sympy.PowByNatural) and e.args[1].is_Integer:
+            return "(" + " * ".join([self(e.args[0])] * int(e.args[1])) + ")"
         if isinstance(e, sympy.floor) and e.args[0].is_Mul:
             num, den = e.args[0].as_numer_denom()
             if den.is_positive and num.is_nonnegative:

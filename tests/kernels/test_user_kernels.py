@@ -14,7 +14,8 @@ from solder.lower.graph import LoweringError
 from solder.runtime.user_kernel import UserKernelError
 
 from .user_kernel_support import (Compiled, add_one, add_one_kernel, compare, launch,
-                                  scale_kernel, strided_args, who_holds)
+                                  scale_kernel, strided_args, who_holds,
+                                  forget_traced_kernels)
 
 
 def _r(*s):
@@ -280,10 +281,7 @@ def test_deleting_the_compiled_function_frees_kernel_and_grid():
     finally:
         noisy.disabled = was_disabled
     torch._dynamo.reset()
-    # PyTorch's own registry of the kernels Dynamo traced (not cleared by dynamo.reset in
-    # torch 2.11); what is left after it is what Solder holds
-    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
-    kernel_side_table.reset_table()
+    forget_traced_kernels()
     gc.collect()
     alive = [r() for r in refs]
     assert alive == [None, None, None], "\n".join(who_holds(a) for a in alive if a is not None)

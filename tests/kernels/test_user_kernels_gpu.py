@@ -18,7 +18,7 @@ import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
 import solder
-from .user_kernel_support import who_holds
+from .user_kernel_support import forget_traced_kernels, who_holds
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
@@ -493,10 +493,7 @@ def test_deleting_the_compiled_function_frees_kernel_grid_and_tensors():
     compiled(_r(1024))
     del f, compiled
     torch._dynamo.reset()
-    # PyTorch's own registry of the kernels Dynamo traced (not cleared by dynamo.reset in
-    # torch 2.11); what is left after it is what Solder holds
-    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
-    kernel_side_table.reset_table()
+    forget_traced_kernels()
     gc.collect()
     alive = [r() for r in refs]
     assert alive == [None, None, None], "\n".join(who_holds(a) for a in alive if a is not None)

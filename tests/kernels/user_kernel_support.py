@@ -233,3 +233,15 @@ def who_holds(obj, depth=3) -> str:
                 nxt.append(r)
         frontier = nxt[:12]
     return "\n".join(lines[:60])
+
+
+def forget_traced_kernels():
+    """Empty PyTorch's registry of the kernels Dynamo traced (torch._dynamo.reset does not, in
+    torch 2.11, and its tables may live on the class): what stays alive after this is Solder's."""
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+    kernel_side_table.reset_table()
+    for owner in (kernel_side_table, type(kernel_side_table)):
+        for attr in ("id_to_kernel", "kernel_to_id", "constant_args"):
+            table = vars(owner).get(attr)
+            if isinstance(table, dict):
+                table.clear()
