@@ -77,6 +77,7 @@ class RecordingRunner(KernelRunner):
         super().__init__(fn, src, graph_name, None, autotune, stats)
         self.recorded: dict[tuple, Any] = {}   # (config key, spec) -> CompiledKernel
         self.generic: dict[tuple, Any] = {}    # (config key, int widths) -> CompiledKernel
+        self.generic_failed: dict[tuple, str] = {}
         self._generic_fn = None
 
     def _launch(self, cfg, args, xnumel, key=None):
@@ -90,14 +91,20 @@ class RecordingRunner(KernelRunner):
             # the JIT's in-memory cache hands back what the launch just compiled
             self.recorded[(ck, spec)] = _done(self.fn.warmup(*args, grid=grid, **cfg))
         widths = generic_of(spec)
-        if (ck, widths) not in self.generic:
-            self.generic[(ck, widths)] = _done(self._generic().warmup(*args, grid=grid, **cfg))
+        if (ck, widths) not in self.generic and (ck, widths) not in self.generic_failed:
+            try:
+                kernel = _done(self._generic(cfg).warmup(*args, grid=grid, **cfg))
+            except Exception as e:  # noqa: BLE001 - the exact binaries still run; say why
+                self.generic_failed[(ck, widths)] = f"{type(e).__name__}: {str(e)[-300:]}"
+            else:
+                self.generic[(ck, widths)] = kernel
 
-    def _generic(self):
+    def _generic(self, cfg):
         if self._generic_fn is None:
             import triton
-            # every runtime argument; constexprs (block sizes) stay compile-time constants
-            names = [p.name for p in self.fn.params if not p.is_constexpr]
+            # every runtime argument; constexprs (the block sizes in cfg) stay constants
+            names = [p.name for p in self.fn.params
+                     if not p.is_constexpr and p.name not in cfg]
             self._generic_fn = triton.jit(self.fn.fn, do_not_specialize=names,
                                           do_not_specialize_on_alignment=names)
         return self._generic_fn
@@ -118,7 +125,10 @@ def export_binaries(kernel_names: list[str], runner: RecordingRunner, members: d
         binaries.append(_binary(kernel, dict(ck), {"generic": list(widths)}, members))
     return {"kernels": kernel_names, "is_reduction": runner.src.is_reduction,
             "configs": [[list(k), cfg] for k, cfg in runner.configs.items()],
-            "binaries": binaries}
+            "binaries": binaries,
+            # without a generic binary, only the sizes and alignments seen at build time run
+            "generic_failed": [[dict(ck), list(w), why]
+                               for (ck, w), why in runner.generic_failed.items()]}
 
 
 def _binary(kernel, cfg: dict, match: dict, members: dict) -> dict:
@@ -198,8 +208,9 @@ class PackagedKernelRunner(KernelRunner):
             if kernel is None:
                 raise BinaryMissing(
                     f"kernel {self.src.name} of {self.graph_name}: no packaged binary for config "
-                    f"{cfg} and argument specialization {spec} (integer widths differ from "
-                    "every build-time launch)")
+                    f"{cfg} and argument specialization {spec} (the package has binaries for "
+                    f"{sorted(map(str, self.exact))} and generic ones for "
+                    f"{sorted(map(str, self.generic))}); rebuild it with an example of these sizes")
             self.fast[(key, spec)] = kernel
         grid0 = (xnumel + cfg["XBLOCK"] - 1) // cfg["XBLOCK"]
         kernel.run(grid0, 1, 1, _stream(), kernel.function, kernel.packed_metadata, None,

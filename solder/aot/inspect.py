@@ -66,6 +66,9 @@ def describe(path) -> str:
             extra = f"  [{len(item['binaries'])} binaries, {_mb(size)}]"
         lines.append(f"  {k['name']}: {', '.join(k['ops'][:6])}"
                      f"{' ...' if len(k['ops']) > 6 else ''}{extra}")
+    missing = [k for item in index if item.get("generic_failed") for k in item["kernels"]]
+    if missing:
+        lines.append(f"  no generic binary (only the build-time sizes run): {', '.join(missing)}")
     if info["externs"]:
         lines.append(f"library calls: {', '.join(info['externs'])}")
     for op, reason in info["fallbacks"]:

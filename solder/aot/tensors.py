@@ -88,10 +88,11 @@ def _loads(blob: bytes) -> dict[str, torch.Tensor]:
         numel = 1
         for s in shape:
             numel *= s
-        itemsize = torch.empty((), dtype=dtype).element_size()
+        itemsize = torch.empty((), dtype=dtype, device="cpu").element_size()
         if not 0 <= begin <= end <= len(data) or end - begin != numel * itemsize:
             raise ValueError(f"tensor {name}: data offsets do not match its shape")
         raw = bytearray(data[begin:end])  # a writable copy: torch.frombuffer shares it
-        flat = torch.frombuffer(raw, dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+        flat = (torch.frombuffer(raw, dtype=torch.uint8) if raw
+                else torch.empty(0, dtype=torch.uint8, device="cpu"))
         out[name] = flat.view(dtype).reshape(shape)
     return out

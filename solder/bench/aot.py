@@ -195,8 +195,11 @@ def _spawn(cmd: list, timeout: float) -> tuple[dict, float]:
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):]), t0
-    raise RuntimeError(f"phase {cmd[2:]} failed (rc {r.returncode}):\n{r.stdout[-3000:]}\n"
-                       f"{r.stderr[-6000:]}")
+    err = r.stderr
+    crash = err.find("Fatal Python error")  # a segfault: faulthandler's traceback comes first
+    shown = err[crash:crash + 3000] if crash >= 0 else err[-3000:]
+    raise RuntimeError(f"phase {cmd[2:]} failed (rc {r.returncode}): {shown}\n"
+                       f"stdout: {r.stdout[-1000:]}")
 
 
 def _solder(phase, args, package) -> list:
@@ -216,7 +219,7 @@ def _try(results: dict, key: str, fn):
     try:
         results[key] = fn()
     except Exception as e:  # noqa: BLE001 - one side failing still reports the other
-        results[key] = {"error": f"{type(e).__name__}: {str(e)[-2000:]}"}
+        results[key] = {"error": f"{type(e).__name__}: {str(e)[:4000]}"}
         print(f"[{key}] failed: {results[key]['error'][-600:]}", file=sys.stderr)
 
 
@@ -295,6 +298,8 @@ def main(argv=None) -> int:
     p.add_argument("--package", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.phase:
+        import faulthandler
+        faulthandler.enable()  # a crash in a driver or library still says where
         emit(PHASES[args.phase](args))
         return 0
     run_all(args)

@@ -109,7 +109,7 @@ def _assert_same(a, b):
     assert set(a) == set(b)
     for k in a:
         assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape
-        assert torch.equal(a[k], b[k]), k
+        assert torch.equal(a[k].cpu(), b[k].cpu()), k
 
 
 @pytest.mark.parametrize("write_with_library", [True, False])
