@@ -135,7 +135,7 @@ class KernelRunner:
         if key is not None and not self.interp:
             spec = (key, _specialization(args))
             kernel = self.fast.get(spec)
-            if kernel is not None:
+            if kernel is not None and _launch_hooks_idle():
                 kernel.run(grid0, 1, 1, _stream(), kernel.function, kernel.packed_metadata, None,
                            None, None, *args, *self._constexprs(cfg))
                 return
@@ -203,9 +203,26 @@ def _specialization(args) -> tuple:
 
 
 def _fast_launch_ok(kernel) -> bool:
-    from triton import knobs
-    return (kernel is not None and hasattr(kernel, "run") and hasattr(kernel, "function")
-            and knobs.runtime.launch_enter_hook is None and knobs.runtime.launch_exit_hook is None)
+    return kernel is not None and hasattr(kernel, "run") and hasattr(kernel, "function")
+
+
+_TRITON_RUNTIME_KNOBS = None
+
+
+def _launch_hooks_idle() -> bool:
+    """Whether no launch hook is registered (a profiler such as proton registers some; launches
+    then go through Triton's own launcher, which feeds them). Triton 3.6 keeps its hooks as
+    always-present ``HookChain`` objects: an empty chain is idle, a plain function never is."""
+    global _TRITON_RUNTIME_KNOBS
+    rt = _TRITON_RUNTIME_KNOBS
+    if rt is None:
+        from triton import knobs
+        rt = _TRITON_RUNTIME_KNOBS = knobs.runtime
+    return _hook_idle(rt.launch_enter_hook) and _hook_idle(rt.launch_exit_hook)
+
+
+def _hook_idle(hook) -> bool:
+    return hook is None or not getattr(hook, "calls", True)
 
 
 def _stream():
