@@ -27,6 +27,13 @@ EXTRA = [
     aten.native_batch_norm_backward,
     aten.leaky_relu, aten.leaky_relu_backward, aten.elu, aten.elu_backward, aten.softplus,
     aten.softplus_backward, aten.log_sigmoid_forward, aten.log_sigmoid_backward,
+    # pointwise, reductions, gathers and copies of views in PyTorch's registered tables
+    aten.linalg_vector_norm, aten.hardtanh, aten.repeat, aten.dist, aten.addmv,
+    aten.ldexp.Tensor, aten.as_strided_copy, aten.narrow_copy, aten.permute_copy,
+    aten.view_copy, aten.unbind_copy.int, aten._adaptive_avg_pool2d,
+    aten.max_pool2d_with_indices, aten.max_pool2d_with_indices_backward,
+    aten.max_pool3d_with_indices, aten._batch_norm_with_update_functional,
+    aten.batch_norm_backward, aten.exponential,
 ]
 
 # kept whole: they are library calls, or Solder lowers them itself

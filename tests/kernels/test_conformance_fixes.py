@@ -88,3 +88,21 @@ def test_random_draws_of_zero_dim_tensors():
     assert ((uniform >= 0) & (uniform < 1)).all() and uniform.std() > 0.1
     assert bern(torch.tensor(0.0)).item() == 0.0 and bern(torch.tensor(1.0)).item() == 1.0
     assert bern(torch.tensor(0.5)).shape == ()
+
+
+# -- ops now decomposed (they fell back to ATen before) -------------------------------------
+
+def test_norms_repeat_hardtanh_pooling_lower_without_fallbacks():
+    x = torch.randn(2, 3, 6, 6)
+    fns = [
+        lambda t: torch.linalg.vector_norm(t, 3.0, dim=(1, 2)),
+        lambda t: torch.dist(t, t.flip(0)),
+        lambda t: t.repeat(1, 2, 1, 1) + 1,
+        lambda t: F.hardtanh(t, -0.5, 0.5),
+        lambda t: F.max_pool2d(t, 3, stride=2, padding=1),
+        lambda t: F.adaptive_avg_pool2d(t, (4, 5)),  # uneven windows: gathers and sums
+    ]
+    for fn in fns:
+        check(fn, x)
+        assert solder.explain(fn, x).fallbacks == []
+    check(lambda t: F.max_pool2d(t, 2), x.clone().requires_grad_(), grad=True)
