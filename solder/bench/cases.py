@@ -53,8 +53,14 @@ class Case:
     bytes_formula: str = ""                         # how min_bytes is counted; "" if not memory-bound
     needs: tuple[str, ...] = field(default=())      # packages; a case whose package is missing is skipped
 
+    gpu_only: bool = False  # needs a GPU even as a smoke test
+
     def missing(self) -> list[str]:
-        return [p for p in self.needs if importlib.util.find_spec(p) is None]
+        """What this machine lacks for the case, in words; empty when it can run."""
+        out = [f"{p} (not installed)" for p in self.needs if importlib.util.find_spec(p) is None]
+        if self.gpu_only and not torch.cuda.is_available():
+            out.append("a GPU (Dynamo does not capture kernels run by Triton's interpreter)")
+        return out
 
 
 def check_close(actual, expected, tolerance: Optional[tuple[float, float]] = None) -> None:
@@ -165,6 +171,16 @@ def index_put(device, quick):
     return Workload(fn, (a, idx, v), min_bytes=4 * ((r - m) * c + m * c + r * c) + 8 * m)
 
 
+def user_rmsnorm(device, quick):
+    from solder.bench.user_kernels import residual_rmsnorm_gelu
+    m, n = (32, 256) if quick else (16384, 4096)
+    bf16 = torch.bfloat16
+    x, res = _randn(m, n, device=device, dtype=bf16), _randn(m, n, device=device, dtype=bf16)
+    w = _randn(n, device=device, dtype=bf16)
+    # the kernel is a boundary: h and y go through memory once each way
+    return Workload(residual_rmsnorm_gelu, (x, res, w), min_bytes=2 * (7 * m * n + n))
+
+
 MEMORY_CASES = [
     Case("gelu_chain", "tanh(sigmoid(gelu(x)) * 2), x fp32 2**27", gelu_chain,
          "read x + write y: 2 * 4n"),
@@ -185,6 +201,10 @@ MEMORY_CASES = [
     Case("index_put", "index_put(a*2-1, (idx,), v+1), a 2**20x64 fp32, 2**18 distinct rows",
          index_put, "read a outside the rows + read v + read idx + write out: "
          "4 * ((r-m)c + mc + rc) + 8m"),
+    Case("user_rmsnorm", "h = x + res; user Triton RMSNorm kernel into empty_like; gelu(y) * 2; "
+         "bf16 16384x4096", user_rmsnorm,
+         "read x, res, w + write h + read h + write y + read y + write out: 2 * (7mn + n)",
+         needs=("triton",), gpu_only=True),
 ]
 
 

@@ -64,7 +64,7 @@ def run_case(case: Case, backends: list[str], settings: Settings,
     result = CaseResult(case.name, bytes_formula=case.bytes_formula)
     missing = case.missing()
     if missing:
-        result.status, result.detail = SKIPPED, f"needs {', '.join(missing)} (not installed)"
+        result.status, result.detail = SKIPPED, f"needs {', '.join(missing)}"
         log(f"{case.name}: skipped: {result.detail}")
         return result
     try:
