@@ -52,3 +52,20 @@ def test_constant_folding():
     assert FloorDiv(sympy.Integer(17), 5) == 3
     assert ModIndex(sympy.Integer(17), 5) == 2
     assert FloorDiv(FloorDiv(x, 3), 4) == FloorDiv(x, 12)
+
+
+def test_kernel_printer_handles_pytorch_symbolic_size_functions():
+    # sizes of symbolic shapes arrive with PyTorch's own sympy functions (seen: Mod(s50, 8) in a
+    # GPT-2 attention graph on CUDA)
+    import torch.utils._sympy.functions as F
+    from solder.codegen.triton_kernel import Printer
+    s = sympy.Symbol("s50", integer=True, positive=True)
+    p = Printer({s: "ks0"})
+    assert p(F.Mod(s, 8)) == "(ks0 % 8)"
+    assert p(F.PythonMod(s, 8)) == "(ks0 % 8)"
+    assert p(F.FloorDiv(s, 8)) == "(ks0 // 8)"
+    assert p(3 * s + F.Mod(s, 8)) == "((3 * ks0) + (ks0 % 8))"
+    for value in range(0, 40, 3):   # the printed forms compute what sympy says
+        env = {"ks0": value}
+        assert eval(p(F.Mod(s, 8)), env) == value % 8
+        assert eval(p(F.FloorDiv(s, 8)), env) == value // 8
