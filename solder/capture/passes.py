@@ -13,6 +13,20 @@ def prepare_graph(gm: fx.GraphModule) -> None:
 
 
 def remove_dead_code(gm: fx.GraphModule) -> None:
-    # FX's own DCE keeps impure nodes (copy_ and other mutating ops), which is what we need
-    gm.graph.eliminate_dead_code()
+    # FX's own DCE keeps impure nodes (copy_ and other mutating ops); an op that returns nothing
+    # is there for its effect too (linalg's error checks: a graph without effect tokens, as
+    # torch 2.11 traces them, has them as plain calls)
+    try:
+        gm.graph.eliminate_dead_code(is_impure_node=_has_effect)
+    except TypeError:   # a torch without the argument: keep such ops by hand
+        for node in reversed(list(gm.graph.nodes)):
+            if node.op == "call_function" and not node.users and not _has_effect(node):
+                gm.graph.erase_node(node)
     gm.recompile()
+
+
+def _has_effect(node: fx.Node) -> bool:
+    if node.is_impure():
+        return True
+    schema = getattr(node.target, "_schema", None)
+    return node.op == "call_function" and schema is not None and not schema.returns

@@ -1,0 +1,40 @@
+"""FX passes before lowering keep every op that has an effect."""
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from solder.capture.passes import prepare_graph
+from solder.config import Config
+from solder.pipeline import CompileContext, compile_graph
+
+# An op that returns nothing and only raises: like linalg's error checks where a torch (2.11)
+# traces them without effect tokens, FX's dead-code elimination alone would drop it.
+_LIB = torch.library.Library("solder_test_passes", "DEF")
+_LIB.define("check_positive(Tensor x) -> ()")
+
+
+def _check_positive(x):
+    if bool((x <= 0).any()):
+        raise ValueError("check_positive: a value is not positive")
+
+
+_LIB.impl("check_positive", _check_positive, "CPU")
+_LIB.impl("check_positive", lambda x: None, "Meta")
+
+
+def _checked_inverse(m):
+    torch.ops.solder_test_passes.check_positive(m)
+    unused = m.sin()  # noqa: F841  (dead: removed)
+    return (1 / m,)   # graph outputs are a tuple, as AOTAutograd makes them
+
+
+def test_an_op_that_returns_nothing_survives_dead_code_removal_and_runs():
+    gm = make_fx(_checked_inverse)(torch.ones(3))
+    prepare_graph(gm)
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert torch.ops.solder_test_passes.check_positive.default in targets
+    assert torch.ops.aten.sin.default not in targets
+    compiled = compile_graph(gm, [torch.ones(3)], "inference", CompileContext(Config()))
+    torch.testing.assert_close(compiled([torch.full((3,), 2.0)])[0], torch.full((3,), 0.5))
+    with pytest.raises(ValueError, match="not positive"):
+        compiled([torch.tensor([1.0, -1.0, 2.0])])
