@@ -17,13 +17,27 @@ __all__ = ["backend", "debug_backend", "explain", "Report", "Config", "__version
 
 
 def _register_backends() -> None:
-    """Make backend="solder" work when solder is on the path without being installed (the
-    entry point covers installed copies)."""
+    """Make backend="solder" work when solder is on the path without being installed. An
+    installed copy is found through its entry point, and importing Dynamo (about a second)
+    just to register would make every ``import solder`` pay for it."""
+    import sys
+    if "torch._dynamo" not in sys.modules and _installed_entry_points():
+        return
     from torch._dynamo.backends.registry import _BACKENDS, register_backend
     if "solder" not in _BACKENDS:
         register_backend(backend, name="solder")
     if "solder_debug" not in _BACKENDS:
         register_backend(debug_backend, name="solder_debug")
+
+
+def _installed_entry_points() -> bool:
+    from importlib.metadata import entry_points
+    try:
+        found = {e.name: e.value for e in entry_points(group="torch_dynamo_backends")}
+    except Exception:   # broken metadata: register by hand
+        return False
+    return (found.get("solder") == "solder.backend:solder_backend"
+            and found.get("solder_debug") == "solder.backend:solder_debug_backend")
 
 
 _register_backends()

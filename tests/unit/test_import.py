@@ -1,0 +1,42 @@
+"""Importing solder is light, and the backend name works from the entry point alone."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def _run(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def _installed() -> bool:
+    import solder
+    return solder._installed_entry_points()
+
+
+@pytest.mark.skipif(not _installed(), reason="solder is on the path, not installed: "
+                    "import registers the backends through Dynamo")
+def test_import_does_not_load_dynamo_and_the_entry_point_finds_the_backend():
+    out = _run("""
+        import sys, torch
+        import solder
+        print("dynamo loaded:", "torch._dynamo" in sys.modules)
+        f = torch.compile(lambda x: x * 2 + 1, backend="solder")
+        print("result ok:", bool((f(torch.ones(4)) == 3).all()))
+    """)
+    assert "dynamo loaded: False" in out
+    assert "result ok: True" in out
+
+
+def test_backends_registered_when_dynamo_is_already_loaded():
+    out = _run("""
+        import torch._dynamo
+        from torch._dynamo.backends.registry import _BACKENDS
+        import solder
+        print(sorted(n for n in ("solder", "solder_debug") if n in _BACKENDS))
+    """)
+    assert "['solder', 'solder_debug']" in out
