@@ -76,6 +76,75 @@ def resnet50(device, quick):
     return Workload(forward, (x,), tolerance=MODEL_TOLERANCE)
 
 
+def bert_train(device, quick):
+    from transformers import BertConfig, BertForMaskedLM
+
+    # dropout off: each compiler draws its own random numbers, and the step is checked against
+    # eager's loss and gradients
+    no_dropout = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    if quick:
+        config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                            intermediate_size=128, vocab_size=512, max_position_embeddings=64,
+                            **no_dropout)
+        batch, seq = 2, 16
+    else:
+        config = BertConfig(**no_dropout)  # bert-base: 12 layers, 768 wide, 12 heads, vocab 30522
+        batch, seq = 8, 512
+    torch.manual_seed(0)
+    model = BertForMaskedLM(config).to(device=device, dtype=torch.bfloat16).train()
+    ids = torch.randint(0, config.vocab_size, (batch, seq), device=device)
+    labels = torch.randint(0, config.vocab_size, (batch, seq), device=device)
+
+    def loss(ids, labels):
+        return model(input_ids=ids, labels=labels).loss
+
+    params = tuple(p for p in model.parameters() if p.requires_grad)
+    return Workload(loss, (ids, labels), grad_leaves=params, tolerance=MODEL_TOLERANCE)
+
+
+def vit(device, quick):
+    from transformers import ViTConfig, ViTForImageClassification
+
+    if quick:
+        config = ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=128, image_size=32, patch_size=8)
+        batch = 2
+    else:
+        config = ViTConfig()  # ViT-B/16 at 224: 12 layers, 768 wide
+        batch = 64
+    torch.manual_seed(0)
+    model = ViTForImageClassification(config).to(device=device, dtype=torch.bfloat16).eval()
+    x = torch.randn(batch, 3, config.image_size, config.image_size, device=device,
+                    dtype=torch.bfloat16)
+
+    def forward(x):
+        return model(pixel_values=x).logits
+
+    return Workload(forward, (x,), tolerance=MODEL_TOLERANCE)
+
+
+def convnext(device, quick):
+    from transformers import ConvNextConfig, ConvNextForImageClassification
+
+    if quick:
+        config = ConvNextConfig(hidden_sizes=[16, 32], depths=[1, 1], num_stages=2)
+        batch, side = 2, 32
+    else:
+        config = ConvNextConfig()  # convnext-tiny: depths 3-3-9-3, widths 96-768
+        batch, side = 64, 224
+    dtype = torch.float16 if device.type == "cuda" else torch.float32
+    torch.manual_seed(0)
+    model = ConvNextForImageClassification(config).to(device=device, dtype=dtype)
+    model = model.to(memory_format=torch.channels_last).eval()
+    x = torch.randn(batch, 3, side, side, device=device, dtype=dtype)
+    x = x.contiguous(memory_format=torch.channels_last)
+
+    def forward(x):
+        return model(pixel_values=x).logits
+
+    return Workload(forward, (x,), tolerance=MODEL_TOLERANCE)
+
+
 def _calibrate_batchnorm(model: torch.nn.Module, x: torch.Tensor) -> None:
     # Random weights with the default running statistics (mean 0, var 1) let activations grow
     # block after block, towards fp16 overflow. One forward pass in train mode with a cumulative
@@ -96,4 +165,10 @@ MODEL_CASES = [
          "(forward + loss + backward), batch 4x1024", llama_train, needs=("transformers",)),
     Case("resnet50", "torchvision resnet50, fp16 channels_last inference, batch 64", resnet50,
          needs=("torchvision",)),
+    Case("bert_train", "transformers BertForMaskedLM base, bf16 training step (forward + loss + "
+         "backward, dropout off), batch 8x512", bert_train, needs=("transformers",)),
+    Case("vit", "transformers ViTForImageClassification B/16 224, bf16 inference, batch 64", vit,
+         needs=("transformers",)),
+    Case("convnext", "transformers ConvNextForImageClassification tiny, fp16 channels_last "
+         "inference, batch 64", convnext, needs=("transformers",)),
 ]

@@ -208,7 +208,10 @@ def _cast(x: str, src: torch.dtype, dst: torch.dtype) -> str:
     if src == torch.bool:
         return f"{x}.to({TL_DTYPE[reg_dtype(dst)]})"
     if dst in (torch.float16, torch.bfloat16):
-        # round to the narrow type, keep computing in float32
+        # round to the narrow type, keep computing in float32; an integer goes through float32
+        # first, as eager converts it (and Triton's interpreter turns int64 -> bfloat16 into 0)
+        if not src.is_floating_point:
+            x = f"{x}.to(tl.float32)"
         return f"{x}.to({TL_DTYPE[dst]}).to(tl.float32)"
     if reg_dtype(src) == reg_dtype(dst):
         return x

@@ -76,3 +76,12 @@ def test_arange_and_iota():
     check(lambda x: (x + torch.arange(12, device=x.device).view(3, 4),
                      torch.arange(2, 14, 3, device=x.device).float() * 0.5),
           torch.randn(3, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_integers_cast_to_half_precision(dtype):
+    # a count divided in bf16, as cross_entropy's mean does (int64 -> bf16 went to 0 under the
+    # interpreter: a division by zero)
+    x = torch.tensor([3, -7, 1000, 2**20 + 1, 0])
+    check(lambda x, y: (x.to(dtype), y.sum().to(dtype) / (x.ne(0).sum().to(dtype))),
+          x, torch.randn(5).to(dtype))

@@ -101,3 +101,15 @@ def test_one_case_eager_only(tmp_path, capsys):
 def test_bad_arguments():
     assert cli.main(["--cases", "no_such_case", "--backends", "eager"]) == 2
     assert cli.main(["--list"]) == 0
+
+
+def test_check_close_judges_negligible_tensors_at_the_step_scale():
+    from solder.bench.cases import check_close
+    big = torch.ones(4)
+    tiny = torch.full((4,), 1e-8)
+    noisy = tiny * torch.tensor([1.0, -3.0, 2.0, 0.5])   # wrong by 400% of itself, 4e-8 absolute
+    check_close((big, noisy), (big, tiny), (1e-2, 1e-2))  # next to a gradient of 1: noise
+    with pytest.raises(AssertionError):
+        check_close((noisy,), (tiny,), (1e-2, 1e-2))       # alone, it is judged by itself
+    with pytest.raises(AssertionError):
+        check_close((big * 1.1, tiny), (big, tiny), (1e-2, 1e-2))
