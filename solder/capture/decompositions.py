@@ -31,7 +31,7 @@ EXTRA = [
     aten.linalg_vector_norm, aten.hardtanh, aten.repeat, aten.dist, aten.addmv,
     aten.ldexp.Tensor, aten.as_strided_copy, aten.narrow_copy, aten.permute_copy,
     aten.view_copy, aten.unbind_copy.int, aten._adaptive_avg_pool2d,
-    aten.max_pool2d_with_indices, aten.max_pool2d_with_indices_backward,
+    aten.max_pool2d_with_indices_backward,
     aten.max_pool3d_with_indices, aten._batch_norm_with_update_functional,
     aten.batch_norm_backward, aten.exponential,
 ]
@@ -42,6 +42,7 @@ KEEP = [
     aten.convolution_backward, aten._scaled_dot_product_flash_attention,
     aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_cudnn_attention,
     aten.select_scatter,  # a region scatter (solder/lower/scatter.py), like slice_scatter
+    aten.max_pool2d_with_indices,  # reads its window in place (solder/lower/pooling.py)
     aten._scaled_dot_product_flash_attention_for_cpu,
     aten._scaled_dot_product_flash_attention_for_cpu_backward,
 ]

@@ -243,6 +243,10 @@ class GraphLowering:
 
     def _tag(self, out, node, args):
         """Record which ATen ops a value fuses (for kernel comments and explain)."""
+        if isinstance(out, (list, tuple)):   # an op with several results
+            for o in out:
+                self._tag(o, node, args)
+            return
         if isinstance(out, Virtual):
             origins = [op_name(node.target)]
             for a in _flat(args):

@@ -1,0 +1,94 @@
+"""Pooling: each output element reads its window directly (no padded copy, no unfolded tensor),
+so a pool fuses with what produces its input (a batch norm and ReLU after a convolution) and with
+what consumes it.
+
+max_pool2d_with_indices follows ATen's scan exactly: positions in row-major window order, a value
+replaces the running maximum when it is larger or NaN, and the index (``ih * W + iw`` within the
+plane) starts at the window's first position inside the input. The indices are only computed
+where something reads them (a backward graph).
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+
+from ..ir import expr as E
+from .registry import Call, Decline, lowering
+from .tensors import Stored, Virtual
+
+aten = torch.ops.aten
+
+
+def _pair(v, default):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    if not v:
+        v = list(default)
+    return v * 2 if len(v) == 1 else v
+
+
+def _window_source(call: Call, x):
+    """``x`` itself when its elements are cheap to recompute at each window position (pointwise
+    work fused into the pool), else ``x`` in memory."""
+    if isinstance(x, Stored):
+        return x
+    probe = x.load([sympy.Symbol(f"pool_probe{k}", integer=True) for k in range(x.ndim)])
+    if E.count_ops(probe) <= call.graph.config.inline_max_ops:
+        return x
+    return call.graph.realize(x)
+
+
+@lowering(aten.max_pool2d_with_indices.default)
+def _max_pool2d_with_indices(call: Call, x, kernel_size, stride=(), padding=0, dilation=1,
+                             ceil_mode=False):
+    if not x.dtype.is_floating_point:
+        raise Decline("max_pool2d of an integer tensor")
+    kh, kw = _pair(kernel_size, ())
+    sh, sw = _pair(stride, (kh, kw))
+    ph, pw = _pair(padding, (0, 0))
+    dh, dw = _pair(dilation, (1, 1))
+    if (dh, dw) != (1, 1):
+        raise Decline("max_pool2d with dilation")
+    if kh * kw > 64:
+        raise Decline(f"a {kh}x{kw} pooling window is too large to unroll")
+    src = _window_source(call, x)
+    height, width = x.size[-2], x.size[-1]
+    lead = x.ndim - 2   # (N, C) or (C,)
+    values_size, indices_size = call.size, [sympy.sympify(n) for n in call.node.meta["val"][1].shape]
+    i64 = torch.int64
+
+    def scan(idx):
+        oh, ow = idx[lead], idx[lead + 1]
+        h0, w0 = oh * sh - ph, ow * sw - pw
+        zero = E.const(0, i64)
+        first = E.call("add", E.call("mul", E.call("maximum", E.index_value(h0), zero, dtype=i64),
+                                     E.index_value(width), dtype=i64),
+                       E.call("maximum", E.index_value(w0), zero, dtype=i64), dtype=i64)
+        best, where = E.const(float("-inf"), x.dtype), first
+        for i in range(kh):
+            for j in range(kw):
+                ih, iw = h0 + i, w0 + j
+                inside = E.call("logical_and",
+                                E.call("logical_and", _ge0(ih), _lt(ih, height), dtype=torch.bool),
+                                E.call("logical_and", _ge0(iw), _lt(iw, width), dtype=torch.bool),
+                                dtype=torch.bool)
+                v = E.with_mask(src.load(list(idx[:lead]) + [ih, iw]), inside)
+                better = E.call("logical_or", E.call("gt", v, best, dtype=torch.bool),
+                                E.call("isnan", v, dtype=torch.bool), dtype=torch.bool)
+                take = E.call("logical_and", inside, better, dtype=torch.bool)
+                best = E.call("where", take, v, best, dtype=x.dtype)
+                where = E.call("where", take, E.index_value(ih * width + iw), where, dtype=i64)
+        return best, where
+
+    values = Virtual(values_size, x.dtype, call.device, lambda idx: scan(idx)[0],
+                     stride=call.stride)
+    indices = Virtual(indices_size, i64, call.device, lambda idx: scan(idx)[1],
+                      stride=[sympy.sympify(s) for s in call.node.meta["val"][1].stride()])
+    return [values, indices]
+
+
+def _ge0(e):
+    return E.call("ge", E.index_value(e), E.const(0, torch.int64), dtype=torch.bool)
+
+
+def _lt(e, n):
+    return E.call("lt", E.index_value(e), E.index_value(n), dtype=torch.bool)

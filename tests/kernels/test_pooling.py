@@ -1,0 +1,44 @@
+"""Pooling reads its window in place: values and indices as eager (NaN included), fused with
+its producer, any memory format, gradients."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from .helpers import check
+
+
+def _input(channels_last=False):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 9, 10)
+    x[0, 1, 2, 3] = float("nan")      # propagates, and its position is the index
+    x[1, 2, 4, 4] = float("-inf")
+    return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
+
+@pytest.mark.parametrize("args", [(3, 2, 1), (2, 2, 0), (3, 1, 1), ((3, 2), (2, 1), (1, 0)),
+                                  (2, 3, 1)])
+def test_values_and_indices_match_eager(args):
+    check(lambda x: F.max_pool2d_with_indices(x * 2, *args), _input(), kernels=1)
+
+
+def test_ceil_mode_channels_last_and_fused_producer_is_one_kernel():
+    report = check(lambda x: F.max_pool2d(x.relu() * 3, 3, 2, 1, ceil_mode=True) + 1,
+                   _input(channels_last=True), kernels=1)
+    assert not report.fallbacks
+    assert "aten.max_pool2d_with_indices" in report.graphs[0].kernels[0].ops
+
+
+def test_all_minus_inf_window_points_at_its_first_position():
+    x = torch.full((1, 1, 4, 4), float("-inf"))
+    check(lambda x: F.max_pool2d_with_indices(x, 2, 2, 1), x)
+
+
+def test_gradient():
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    check(lambda x: F.max_pool2d(x.sin(), 3, 2, 1), x, grad=True)
+
+
+def test_dilation_falls_back_with_a_reason():
+    report = check(lambda x: F.max_pool2d(x, 3, 1, 1, dilation=2), torch.randn(1, 2, 9, 9))
+    assert [f.op for f in report.fallbacks] == ["aten.max_pool2d_with_indices"]
+    assert "dilation" in report.fallbacks[0].reason
