@@ -25,6 +25,9 @@ class Config:
     inline_max_ops: int = _setting(
         48, "a pointwise value read by several consumers is recomputed in each only if its "
         "expression has at most this many operations; above it becomes a buffer", True)
+    inline_max_reads: int = _setting(
+        4, "... and reads at most this many buffers (a residual stream recomputed from every "
+        "earlier layer's output in each consumer costs reads that grow with depth)", True)
     autotune: bool = _setting(
         True, "time a few launch configs per large reduction kernel on first call (GPU only)")
     check_input_layouts: bool = _setting(

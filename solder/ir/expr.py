@@ -172,6 +172,11 @@ def count_ops(v: Value) -> int:
     return sum(1 for x in walk(v) if x.op in ("call", "cast", "rand"))
 
 
+def buffers_read(v: Value) -> set:
+    """The buffers ``v`` loads from."""
+    return {x.args[0] for x in walk(v) if x.op == "load"}
+
+
 def format_value(v: Value, depth: int = 6) -> str:
     if v.op == "load":
         return f"{v.args[0]}[{v.args[1]}]"

@@ -237,7 +237,8 @@ class GraphLowering:
         if isinstance(out, Virtual) and len(node.users) > 1:
             sample = out.load([sympy.Symbol(f"q{k}", integer=True, nonnegative=True)
                                for k in range(out.ndim)])
-            if E.count_ops(sample) > self.config.inline_max_ops:
+            if (E.count_ops(sample) > self.config.inline_max_ops
+                    or len(E.buffers_read(sample)) > self.config.inline_max_reads):
                 out = self.realize(out, stride=out.stride)
         return out
 
