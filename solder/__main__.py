@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown command {name!r}; try: python -m solder --help", file=sys.stderr)
         return 2
     if name in RUNS_KERNELS:
-        _interpreter_without_gpu([name, *rest])
+        from .interpreter import use_triton_interpreter_without_gpu
+        use_triton_interpreter_without_gpu(name, rest)
     module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)
 
@@ -36,20 +37,6 @@ def main(argv: list[str] | None = None) -> int:
 # commands that run generated kernels: without a GPU they run them in Triton's interpreter
 RUNS_KERNELS = {"demo", "bench", "explain"}
 
-
-def _interpreter_without_gpu(argv: list[str]) -> None:
-    """Triton reads TRITON_INTERPRET once, when it is imported, and importing solder (Dynamo)
-    has imported it: without a GPU, start the program again with the variable set."""
-    import os
-    if "TRITON_INTERPRET" in os.environ:
-        return
-    import torch
-    if torch.cuda.is_available():
-        return
-    os.environ["TRITON_INTERPRET"] = "1"
-    if "triton" in sys.modules:
-        sys.stdout.flush()
-        os.execv(sys.executable, [sys.executable, "-m", "solder", *argv])
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import sys
 import traceback
 from typing import Any, Callable, Optional
 
+from .interpreter import use_triton_interpreter_without_gpu
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m solder explain", description=__doc__,
@@ -52,7 +54,7 @@ class UsageError(Exception):
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    _use_triton_interpreter_without_gpu(argv)
+    use_triton_interpreter_without_gpu("explain", argv)
     import torch
     import solder
     try:
@@ -177,22 +179,3 @@ def _torch():
     return torch
 
 
-def _use_triton_interpreter_without_gpu(argv: Optional[list[str]]) -> None:
-    """Without a GPU, generated kernels run in Triton's interpreter, which Triton reads from
-    TRITON_INTERPRET when it is imported: set it, and when triton is already imported and this
-    is the ``python -m solder`` program, start it again with the variable set."""
-    if "TRITON_INTERPRET" in os.environ:
-        return
-    import torch
-    if torch.cuda.is_available():
-        return
-    os.environ["TRITON_INTERPRET"] = "1"
-    if "triton" not in sys.modules:
-        return
-    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if getattr(main_spec, "name", None) == "solder.__main__":
-        rest = list(sys.argv[1:] if argv is None else ["explain", *argv])
-        sys.stdout.flush()
-        os.execv(sys.executable, [sys.executable, "-m", "solder", *rest])
-    print("warning: triton was imported before TRITON_INTERPRET=1 could be set; generated "
-          "kernels may not run on the CPU (set it in the environment)", file=sys.stderr)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from typing import Optional
+
+from ..interpreter import use_triton_interpreter
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,8 +61,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     import torch  # does not import triton; torch._dynamo (imported below) does
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu" and "TRITON_INTERPRET" not in os.environ:
-        _use_triton_interpreter(argv)
+    if device == "cpu":
+        use_triton_interpreter("conformance", argv)
 
     # Graph breaks are expected (data-dependent ops) and counted per sample; their warnings
     # would bury the report.
@@ -129,22 +130,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     bad = summary["cases"]["failed"] + summary["cases"]["unexpectedly-passed"]
     return 1 if bad else 0
-
-
-def _use_triton_interpreter(argv: Optional[list[str]]) -> None:
-    """Set TRITON_INTERPRET=1 so generated kernels run on the CPU. Triton reads it when it is
-    imported, and ``import solder`` already imports it (through torch._dynamo): when that has
-    happened and this is the ``python -m solder`` program, start it again with the variable set."""
-    os.environ["TRITON_INTERPRET"] = "1"
-    if "triton" not in sys.modules:
-        return
-    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if getattr(main_spec, "name", None) == "solder.__main__":
-        rest = list(sys.argv[1:] if argv is None else ["conformance", *argv])
-        sys.stdout.flush()
-        os.execv(sys.executable, [sys.executable, "-m", "solder", *rest])
-    print("warning: triton was imported before TRITON_INTERPRET=1 could be set; generated "
-          "kernels may not run on the CPU (set it in the environment)", file=sys.stderr)
 
 
 def _names(ops) -> list[str]:

@@ -40,3 +40,11 @@ def test_backends_registered_when_dynamo_is_already_loaded():
         print(sorted(n for n in ("solder", "solder_debug") if n in _BACKENDS))
     """)
     assert "['solder', 'solder_debug']" in out
+
+
+def test_python_dash_m_solder_lists_its_commands():
+    out = subprocess.run([sys.executable, "-m", "solder", "--help"], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for command in ("demo", "bench", "conformance", "explain", "cache", "aot"):
+        assert f"  {command}" in out.stdout
