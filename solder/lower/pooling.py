@@ -92,3 +92,58 @@ def _ge0(e):
 
 def _lt(e, n):
     return E.call("lt", E.index_value(e), E.index_value(n), dtype=torch.bool)
+
+
+@lowering(aten.avg_pool2d.default)
+def _avg_pool2d(call: Call, x, kernel_size, stride=(), padding=0, ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+    """ATen's rule: the divisor is the window clipped to the padded input (count_include_pad)
+    or to the input itself, unless divisor_override; the sum is accumulated in float32."""
+    if not x.dtype.is_floating_point:
+        raise Decline("avg_pool2d of an integer tensor")
+    kh, kw = _pair(kernel_size, ())
+    sh, sw = _pair(stride, (kh, kw))
+    ph, pw = _pair(padding, (0, 0))
+    if kh * kw > 64:
+        raise Decline(f"a {kh}x{kw} pooling window is too large to unroll")
+    src = _window_source(call, x)
+    height, width = x.size[-2], x.size[-1]
+    lead = x.ndim - 2
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    i64 = torch.int64
+
+    def iv(e):
+        return E.index_value(e)
+
+    def clip(lo, hi, n, pad):
+        """(start, end) of the window clipped to the padded input, and to the input."""
+        end_padded = E.call("minimum", iv(hi), iv(n + pad), dtype=i64)
+        start = E.call("maximum", iv(lo), E.const(0, i64), dtype=i64)
+        end = E.call("minimum", end_padded, iv(n), dtype=i64)
+        return E.call("sub", end_padded, iv(lo), dtype=i64), E.call("sub", end, start, dtype=i64)
+
+    def fn(idx):
+        oh, ow = idx[lead], idx[lead + 1]
+        h0, w0 = oh * sh - ph, ow * sw - pw
+        total = E.const(0.0, acc)
+        for i in range(kh):
+            for j in range(kw):
+                ih, iw = h0 + i, w0 + j
+                inside = E.call("logical_and",
+                                E.call("logical_and", _ge0(ih), _lt(ih, height), dtype=torch.bool),
+                                E.call("logical_and", _ge0(iw), _lt(iw, width), dtype=torch.bool),
+                                dtype=torch.bool)
+                v = E.cast(E.with_mask(src.load(list(idx[:lead]) + [ih, iw]), inside), acc)
+                total = E.call("add", total, E.call("where", inside, v, E.const(0.0, acc),
+                                                    dtype=acc), dtype=acc)
+        if divisor_override:
+            divisor = E.const(float(divisor_override), acc)
+        else:
+            (ph_len, h_len), (pw_len, w_len) = clip(h0, h0 + kh, height, ph), \
+                clip(w0, w0 + kw, width, pw)
+            count = E.call("mul", ph_len, pw_len, dtype=i64) if count_include_pad else \
+                E.call("mul", h_len, w_len, dtype=i64)
+            divisor = E.cast(count, acc)
+        return E.cast(E.call("truediv", total, divisor, dtype=acc), x.dtype)
+
+    return Virtual(call.size, x.dtype, call.device, fn, stride=call.stride)

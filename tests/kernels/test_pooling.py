@@ -42,3 +42,23 @@ def test_dilation_falls_back_with_a_reason():
     report = check(lambda x: F.max_pool2d(x, 3, 1, 1, dilation=2), torch.randn(1, 2, 9, 9))
     assert [f.op for f in report.fallbacks] == ["aten.max_pool2d_with_indices"]
     assert "dilation" in report.fallbacks[0].reason
+
+
+@pytest.mark.parametrize("args", [
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), divisor_override=5),
+    dict(kernel_size=2),
+])
+def test_avg_pool2d_matches_eager(args):
+    x = torch.randn(2, 3, 9, 10)
+    check(lambda x: F.avg_pool2d(x.relu(), **args) * 2, x, kernels=1)
+
+
+def test_avg_pool2d_half_precision_channels_last_and_gradient():
+    x = torch.randn(2, 3, 8, 8).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    check(lambda x: F.avg_pool2d(x, 3, 1, 1), x, kernels=1)
+    check(lambda x: F.avg_pool2d(x.sin(), 2), torch.randn(2, 3, 8, 8, requires_grad=True),
+          grad=True)
