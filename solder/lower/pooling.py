@@ -13,6 +13,7 @@ import sympy
 import torch
 
 from ..ir import expr as E
+from ..ir.indexing import FloorDiv
 from .registry import Call, Decline, lowering
 from .tensors import Stored, Virtual
 
@@ -110,17 +111,6 @@ def _avg_pool2d(call: Call, x, kernel_size, stride=(), padding=0, ceil_mode=Fals
     height, width = x.size[-2], x.size[-1]
     lead = x.ndim - 2
     acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-    i64 = torch.int64
-
-    def iv(e):
-        return E.index_value(e)
-
-    def clip(lo, hi, n, pad):
-        """(start, end) of the window clipped to the padded input, and to the input."""
-        end_padded = E.call("minimum", iv(hi), iv(n + pad), dtype=i64)
-        start = E.call("maximum", iv(lo), E.const(0, i64), dtype=i64)
-        end = E.call("minimum", end_padded, iv(n), dtype=i64)
-        return E.call("sub", end_padded, iv(lo), dtype=i64), E.call("sub", end, start, dtype=i64)
 
     def fn(idx):
         oh, ow = idx[lead], idx[lead + 1]
@@ -136,14 +126,69 @@ def _avg_pool2d(call: Call, x, kernel_size, stride=(), padding=0, ceil_mode=Fals
                 v = E.cast(E.with_mask(src.load(list(idx[:lead]) + [ih, iw]), inside), acc)
                 total = E.call("add", total, E.call("where", inside, v, E.const(0.0, acc),
                                                     dtype=acc), dtype=acc)
-        if divisor_override:
-            divisor = E.const(float(divisor_override), acc)
-        else:
-            (ph_len, h_len), (pw_len, w_len) = clip(h0, h0 + kh, height, ph), \
-                clip(w0, w0 + kw, width, pw)
-            count = E.call("mul", ph_len, pw_len, dtype=i64) if count_include_pad else \
-                E.call("mul", h_len, w_len, dtype=i64)
-            divisor = E.cast(count, acc)
+        divisor = _avg_divisor(h0, w0, (kh, kw), (height, width), (ph, pw), count_include_pad,
+                               divisor_override, acc)
         return E.cast(E.call("truediv", total, divisor, dtype=acc), x.dtype)
 
     return Virtual(call.size, x.dtype, call.device, fn, stride=call.stride)
+
+
+def _avg_divisor(h0, w0, kernel, size, pad, count_include_pad, divisor_override, acc):
+    """The divisor of the window whose top-left corner is (h0, w0), as ATen counts it."""
+    if divisor_override:
+        return E.const(float(divisor_override), acc)
+    i64 = torch.int64
+    lengths = []
+    for lo, k, n, p in zip((h0, w0), kernel, size, pad):
+        end_padded = E.call("minimum", E.index_value(lo + k), E.index_value(n + p), dtype=i64)
+        if count_include_pad:
+            lengths.append(E.call("sub", end_padded, E.index_value(lo), dtype=i64))
+            continue
+        start = E.call("maximum", E.index_value(lo), E.const(0, i64), dtype=i64)
+        end = E.call("minimum", end_padded, E.index_value(n), dtype=i64)
+        lengths.append(E.call("sub", end, start, dtype=i64))
+    return E.cast(E.call("mul", lengths[0], lengths[1], dtype=i64), acc)
+
+
+@lowering(aten.avg_pool2d_backward.default)
+def _avg_pool2d_backward(call: Call, grad, x, kernel_size, stride, padding, ceil_mode,
+                         count_include_pad, divisor_override):
+    """Each input element gathers grad / divisor from the (at most ceil(k / s) per dim)
+    windows that contain it."""
+    if not grad.dtype.is_floating_point:
+        raise Decline("avg_pool2d_backward of an integer tensor")
+    kh, kw = _pair(kernel_size, ())
+    sh, sw = _pair(stride, (kh, kw))
+    ph, pw = _pair(padding, (0, 0))
+    if kh * kw > 64:
+        raise Decline(f"a {kh}x{kw} pooling window is too large to unroll")
+    height, width = x.size[-2], x.size[-1]
+    out_h, out_w = grad.size[-2], grad.size[-1]
+    lead = x.ndim - 2
+    acc = torch.float64 if grad.dtype == torch.float64 else torch.float32
+
+    def candidates(i, k, s, p, n_out):
+        """(window index, whether it holds input position i) for each window that may."""
+        out = []
+        for a in range(-(-k // s)):
+            o = FloorDiv(i + p, s) - a
+            holds = E.call("logical_and", _ge0(o), _lt(o, n_out), dtype=torch.bool)
+            holds = E.call("logical_and", holds, _lt(i, o * s - p + k), dtype=torch.bool)
+            out.append((o, holds))
+        return out
+
+    def fn(idx):
+        ih, iw = idx[lead], idx[lead + 1]
+        total = E.const(0.0, acc)
+        for oh, ok_h in candidates(ih, kh, sh, ph, out_h):
+            for ow, ok_w in candidates(iw, kw, sw, pw, out_w):
+                ok = E.call("logical_and", ok_h, ok_w, dtype=torch.bool)
+                g = E.cast(E.with_mask(grad.load(list(idx[:lead]) + [oh, ow]), ok), acc)
+                divisor = _avg_divisor(oh * sh - ph, ow * sw - pw, (kh, kw), (height, width),
+                                       (ph, pw), count_include_pad, divisor_override, acc)
+                share = E.call("truediv", g, divisor, dtype=acc)
+                total = E.call("add", total, E.call("where", ok, share, E.const(0.0, acc),
+                                                    dtype=acc), dtype=acc)
+        return E.cast(total, grad.dtype)
+
+    return Virtual(call.size, grad.dtype, call.device, fn, stride=call.stride)

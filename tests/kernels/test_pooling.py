@@ -62,3 +62,15 @@ def test_avg_pool2d_half_precision_channels_last_and_gradient():
     check(lambda x: F.avg_pool2d(x, 3, 1, 1), x, kernels=1)
     check(lambda x: F.avg_pool2d(x.sin(), 2), torch.randn(2, 3, 8, 8, requires_grad=True),
           grad=True)
+
+
+@pytest.mark.parametrize("args", [
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), divisor_override=5),
+    dict(kernel_size=2, stride=3),
+])
+def test_avg_pool2d_gradient_lowered(args):
+    x = torch.randn(2, 3, 9, 10, requires_grad=True)
+    report = check(lambda x: F.avg_pool2d(x * 2, **args), x, grad=True)
+    assert not report.fallbacks, report.fallbacks
