@@ -35,7 +35,8 @@ def _full(call: Call, *args, **kwargs):
 
 @lowering(aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default,
           aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default,
-          aten.empty_strided.default, aten.new_empty_strided.default)
+          aten.empty_strided.default, aten.new_empty_strided.default,
+          aten.empty_permuted.default)
 def _zeros(call: Call, *args, **kwargs):
     # empty's contents are unspecified; zeros are a valid choice and cost nothing extra
     return _const(call, 0)
@@ -84,9 +85,14 @@ def _iota(call: Call, length, *, start, step, dtype, device, requires_grad):
                    lambda idx: E.cast(E.index_value(s + st * idx[0]), dtype))
 
 
-def _random(call: Call, kind: str):
-    if call.dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
-        raise Decline(f"{kind} of dtype {call.dtype}")
+def _random(call: Call, kind: str, transform=None, out_dtype=None):
+    """A fresh draw per element: ``rand`` (uniform on [0, 1)) or ``randn`` (standard normal),
+    in float32, mapped by ``transform`` (a float32 value -> a value) and cast to the result's
+    dtype."""
+    dtype = out_dtype or call.dtype
+    if out_dtype is None and dtype not in (torch.float32, torch.float16, torch.bfloat16,
+                                           torch.float64):
+        raise Decline(f"{kind} of dtype {dtype}")
     g = call.graph
     slot = g.rand_slots
     g.rand_slots += 1
@@ -99,19 +105,113 @@ def _random(call: Call, kind: str):
 
     def fn(idx):
         flat = sum((i * s for i, s in zip(idx, strides)), sympy.Integer(0))
-        return E.cast(E.rand(slot, flat, kind), call.dtype)
-    return Virtual(size, call.dtype, call.device, fn, stride=call.stride)
+        draw = E.rand(slot, flat, kind)
+        return E.cast(transform(draw, idx) if transform else draw, dtype)
+    return Virtual(size, dtype, call.device, fn, stride=call.stride)
+
+
+def _no_generator(kwargs):
+    if kwargs.get("generator") is not None:
+        raise Decline("an explicit generator")
 
 
 @lowering(aten.rand.default, aten.rand_like.default)
 def _rand(call: Call, *args, **kwargs):
-    if kwargs.get("generator") is not None:
-        raise Decline("an explicit generator")
+    _no_generator(kwargs)
     return _random(call, "rand")
 
 
 @lowering(aten.randn.default, aten.randn_like.default)
 def _randn(call: Call, *args, **kwargs):
-    if kwargs.get("generator") is not None:
-        raise Decline("an explicit generator")
+    _no_generator(kwargs)
     return _random(call, "randn")
+
+
+# --- distributions of in-place random ops (x.uniform_(), x.normal_(), ...) and their kin -------
+# Each maps float32 draws as eager's kernels do; the streams differ from eager's, the laws do not.
+
+F32 = torch.float32
+
+
+def _f(x) -> E.Value:
+    return E.const(float(x), F32)
+
+
+def _op(name, *args) -> E.Value:
+    return E.call(name, *args, dtype=F32)
+
+
+@lowering(aten.uniform.default)
+def _uniform(call: Call, self, low=0.0, high=1.0, *, generator=None):
+    _no_generator({"generator": generator})
+    return _random(call, "rand", lambda u, idx: _op("add", _op("mul", u, _f(high - low)), _f(low)))
+
+
+def _affine_normal(mean_at, std_at):
+    return lambda z, idx: _op("add", _op("mul", z, std_at(idx)), mean_at(idx))
+
+
+@lowering(aten.normal_functional.default)
+def _normal_functional(call: Call, self, mean=0.0, std=1.0, *, generator=None):
+    _no_generator({"generator": generator})
+    return _random(call, "randn", _affine_normal(lambda idx: _f(mean), lambda idx: _f(std)))
+
+
+@lowering(aten.normal.Tensor_Tensor, aten.normal.Tensor_float, aten.normal.float_Tensor,
+          aten.normal.float_float)
+def _normal(call: Call, mean, std, *args, generator=None, **kwargs):
+    _no_generator({"generator": generator})
+    from .tensors import loader_of
+    size = call.size
+    mean_at, std_at = loader_of(mean, size, F32), loader_of(std, size, F32)
+    return _random(call, "randn", _affine_normal(mean_at, std_at))
+
+
+@lowering(aten.log_normal.default)
+def _log_normal(call: Call, self, mean=1.0, std=2.0, *, generator=None):
+    _no_generator({"generator": generator})
+    normal = _affine_normal(lambda idx: _f(mean), lambda idx: _f(std))
+    return _random(call, "randn", lambda z, idx: _op("exp", normal(z, idx)))
+
+
+@lowering(aten.cauchy.default)
+def _cauchy(call: Call, self, median=0.0, sigma=1.0, *, generator=None):
+    _no_generator({"generator": generator})
+    # median + sigma * tan(pi * (u - 1/2))
+    return _random(call, "rand", lambda u, idx: _op("add", _f(median), _op(
+        "mul", _f(sigma), _op("tan", _op("mul", _f(3.141592653589793), _op("sub", u, _f(0.5)))))))
+
+
+@lowering(aten.geometric.default)
+def _geometric(call: Call, self, p, *, generator=None):
+    _no_generator({"generator": generator})
+    if not 0 < p < 1:
+        raise Decline(f"geometric with p={p}")
+    # the number of Bernoulli(p) trials to the first success: ceil(log(1 - u) / log(1 - p)),
+    # with 1 - u in (0, 1]
+    import math
+    return _random(call, "rand", lambda u, idx: _op("ceil", _op(
+        "truediv", _op("log", _op("sub", _f(1.0), u)), _f(math.log1p(-p)))))
+
+
+@lowering(aten.randint.low, aten.randint.default, aten.randint_like.low_dtype,
+          aten.randint_like.default)
+def _randint(call: Call, *args, generator=None, **kwargs):
+    _no_generator({"generator": generator})
+    target = call.node.target
+    if target is aten.randint.low:
+        low, high = args[0], args[1]
+    elif target is aten.randint.default:
+        low, high = 0, args[0]
+    elif target is aten.randint_like.low_dtype:
+        low, high = args[1], args[2]
+    else:
+        low, high = 0, args[1]
+    if not all(isinstance(v, int) for v in (low, high)):
+        raise Decline("randint with symbolic bounds")
+    span = high - low
+    if not 0 < span <= 1 << 24:   # float32 draws give every integer of the range exactly once
+        raise Decline(f"randint over a range of {span} values")
+    # low + floor(u * span), u in [0, 1); the min keeps a rounded-up product inside the range
+    return _random(call, "rand", lambda u, idx: _op("add", _op("minimum", _op(
+        "floor", _op("mul", u, _f(span))), _f(span - 1)), _f(low)), out_dtype=call.dtype)

@@ -94,3 +94,34 @@ def test_padded_matmul_keeps_eager_values_through_views():
     assert "(10, 16)" in report.graphs[0].wrapper, report.graphs[0].wrapper   # it was padded
     assert not report.fallbacks
     assert out[0].stride() == ref[0].stride()
+
+
+def _draw(fn, *args):
+    torch._dynamo.reset()
+    report = solder.explain(fn, *args)
+    assert not report.fallbacks, report.fallbacks
+    return torch.compile(fn, backend="solder")(*args)
+
+
+def test_random_distributions_are_lowered_with_the_right_laws():
+    x = torch.empty(64, 64)
+    u = _draw(lambda x: torch.empty_like(x).uniform_(-2, 5), x)
+    assert u.min() >= -2 and u.max() < 5 and abs(u.mean() - 1.5) < 0.2
+    n = _draw(lambda x: torch.empty_like(x).normal_(2, 3), x)
+    assert abs(n.mean() - 2) < 0.2 and abs(n.std() - 3) < 0.2
+    m = _draw(lambda mean, std: torch.normal(mean, std), torch.full((64, 64), -1.0),
+              torch.full((64, 64), 0.5))
+    assert abs(m.mean() + 1) < 0.05 and abs(m.std() - 0.5) < 0.05
+    ln = _draw(lambda x: torch.empty_like(x).log_normal_(0.5, 0.25), x)
+    assert (ln > 0).all() and abs(ln.log().mean() - 0.5) < 0.03
+    c = _draw(lambda x: torch.empty_like(x).cauchy_(1, 2), x)
+    assert abs(c.median() - 1) < 0.2
+    assert abs(((c - 1).abs() < 2).float().mean() - 0.5) < 0.05   # half within sigma of median
+    g = _draw(lambda x: torch.empty_like(x).geometric_(0.3), x)
+    assert (g >= 1).all() and torch.equal(g, g.round()) and abs(g.mean() - 1 / 0.3) < 0.3
+    r = _draw(lambda x: torch.randint(3, 10, (64, 64)) + x.to(torch.int64), x.zero_())
+    assert r.dtype == torch.int64 and r.min() == 3 and r.max() == 9
+    counts = torch.bincount(r.flatten() - 3)
+    assert counts.min() > 4096 / 7 * 0.8                               # every value, evenly
+    e = _draw(lambda x: torch.empty_like(x.t()).fill_(2) + x.t(), x)   # empty_permuted
+    assert torch.equal(e, torch.full((64, 64), 2.0))
