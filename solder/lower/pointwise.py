@@ -90,8 +90,8 @@ for _n, _s in [("mul", "mul"), ("maximum", "maximum"), ("minimum", "minimum"), (
                ("bitwise_xor", "bitwise_xor"), ("bitwise_left_shift", "lshift"),
                ("bitwise_right_shift", "rshift")]:
     _register([getattr(aten, _n)], _s, K.DEFAULT)
-for _n in ["atan2", "hypot", "copysign", "nextafter"]:
-    _register([getattr(aten, _n).default], _n, K.INT_TO_FLOAT)
+for _n in ["atan2", "hypot", "copysign", "nextafter"]:   # every overload (copysign.Tensor, ...)
+    _register([getattr(aten, _n)], _n, K.INT_TO_FLOAT)
 _register([aten.pow.Tensor_Tensor, aten.pow.Scalar], "pow", K.BOOL_TO_LONG)
 
 for _n in ["eq", "ne", "lt", "le", "gt", "ge"]:
@@ -99,6 +99,40 @@ for _n in ["eq", "ne", "lt", "le", "gt", "ge"]:
 for _n in ["logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf",
            "isfinite", "signbit"]:
     _register([getattr(aten, _n).default], _n, K.ALWAYS_BOOL, True)
+
+
+@lowering(aten.round.decimals)
+def _round_decimals(call: Call, x, *, decimals=0):
+    """As ATen: nearbyint(x * 10^d) / 10^d, or for d < 0 nearbyint(x / 10^-d) * 10^-d."""
+    if not call.dtype.is_floating_point:
+        raise Decline("round with decimals of an integer tensor")
+    comp = compute_dtype(call, K.DEFAULT)
+    load = loader_of(x, call.size, comp)
+    scale = E.const(10.0 ** abs(decimals), comp)
+    into, back = ("truediv", "mul") if decimals < 0 else ("mul", "truediv")
+
+    def fn(idx):
+        r = E.call("round", E.call(into, load(idx), scale, dtype=comp), dtype=comp)
+        return E.cast(E.call(back, r, scale, dtype=comp), call.dtype)
+    return Virtual(call.size, call.dtype, call.device, fn, stride=call.stride)
+
+
+@lowering(aten.angle.default)
+def _angle(call: Call, x):
+    """The argument of a real number: pi below zero, 0 otherwise, NaN kept."""
+    if isinstance(x, TensorValue) and x.dtype.is_complex:
+        raise Decline("complex dtypes are not lowered")
+    comp = compute_dtype(call, K.INT_TO_FLOAT)
+    load = loader_of(x, call.size, comp)
+
+    def fn(idx):
+        v = load(idx)
+        below = E.call("lt", v, E.const(0.0, comp), dtype=torch.bool)
+        a = E.call("where", below, E.const(3.141592653589793, comp), E.const(0.0, comp),
+                   dtype=comp)
+        return E.cast(E.call("where", E.call("isnan", v, dtype=torch.bool), v, a, dtype=comp),
+                      call.dtype)
+    return Virtual(call.size, call.dtype, call.device, fn, stride=call.stride)
 
 
 @lowering(aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar,

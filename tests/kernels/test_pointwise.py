@@ -85,3 +85,13 @@ def test_integers_cast_to_half_precision(dtype):
     x = torch.tensor([3, -7, 1000, 2**20 + 1, 0])
     check(lambda x, y: (x.to(dtype), y.sum().to(dtype) / (x.ne(0).sum().to(dtype))),
           x, torch.randn(5).to(dtype))
+
+
+def test_copysign_round_decimals_and_angle_are_lowered():
+    x = torch.tensor([1.2345, -2.5, 0.5, -0.0, float("nan"), 1234.5, -7.0, 0.0])
+    y = torch.tensor([-1.0, 2.0, -0.0, 3.0, 1.0, -1.0, float("nan"), -2.0])
+    report = check(lambda x, y: (torch.copysign(x, y), torch.copysign(x, -1.5),
+                                 torch.round(x * 3, decimals=2), torch.round(x, decimals=-2),
+                                 torch.angle(x), torch.angle(torch.arange(-2, 3, device=x.device))),
+                   x, y, kernels=None)
+    assert not report.fallbacks, report.fallbacks
