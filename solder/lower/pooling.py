@@ -192,3 +192,50 @@ def _avg_pool2d_backward(call: Call, grad, x, kernel_size, stride, padding, ceil
         return E.cast(total, grad.dtype)
 
     return Virtual(call.size, grad.dtype, call.device, fn, stride=call.stride)
+
+
+@lowering(aten._adaptive_avg_pool2d_backward.default)
+def _adaptive_avg_pool2d_backward(call: Call, grad, x):
+    """Window ``o`` of n inputs over m outputs spans [floor(o n / m), ceil((o + 1) n / m)); input
+    ``i`` gathers grad / window size from the windows that hold it: those from floor(i m / n), at
+    most ceil(m / n) + 1 of them."""
+    if not grad.dtype.is_floating_point:
+        raise Decline("adaptive_avg_pool2d_backward of an integer tensor")
+    try:
+        height, width = int(x.size[-2]), int(x.size[-1])
+        out_h, out_w = int(grad.size[-2]), int(grad.size[-1])
+    except TypeError:
+        raise Decline("adaptive_avg_pool2d_backward with symbolic sizes") from None
+    reach_h, reach_w = -(-out_h // height) + 1, -(-out_w // width) + 1
+    if reach_h * reach_w > 64:
+        raise Decline("adaptive_avg_pool2d_backward that upsamples this much")
+    lead = x.ndim - 2
+    acc = torch.float64 if grad.dtype == torch.float64 else torch.float32
+    i64 = torch.int64
+
+    def windows(i, n, m, reach):
+        out = []
+        for a in range(reach):
+            o = FloorDiv(i * m, n) + a
+            start, end = FloorDiv(o * n, m), FloorDiv((o + 1) * n + m - 1, m)
+            holds = E.call("logical_and", _lt(o, m), E.call(
+                "logical_and", E.call("le", E.index_value(start), E.index_value(i),
+                                      dtype=torch.bool), _lt(i, end), dtype=torch.bool),
+                dtype=torch.bool)
+            out.append((o, holds, E.index_value(end - start)))
+        return out
+
+    def fn(idx):
+        ih, iw = idx[lead], idx[lead + 1]
+        total = E.const(0.0, acc)
+        for oh, ok_h, len_h in windows(ih, height, out_h, reach_h):
+            for ow, ok_w, len_w in windows(iw, width, out_w, reach_w):
+                ok = E.call("logical_and", ok_h, ok_w, dtype=torch.bool)
+                g = E.cast(E.with_mask(grad.load(list(idx[:lead]) + [oh, ow]), ok), acc)
+                size = E.cast(E.call("mul", len_h, len_w, dtype=i64), acc)
+                total = E.call("add", total, E.call(
+                    "where", ok, E.call("truediv", g, size, dtype=acc), E.const(0.0, acc),
+                    dtype=acc), dtype=acc)
+        return E.cast(total, grad.dtype)
+
+    return Virtual(call.size, grad.dtype, call.device, fn, stride=call.stride)

@@ -74,3 +74,10 @@ def test_avg_pool2d_gradient_lowered(args):
     x = torch.randn(2, 3, 9, 10, requires_grad=True)
     report = check(lambda x: F.avg_pool2d(x * 2, **args), x, grad=True)
     assert not report.fallbacks, report.fallbacks
+
+
+@pytest.mark.parametrize("out", [1, 3, (2, 5), 9])
+def test_adaptive_avg_pool2d_gradient_lowered(out):
+    x = torch.randn(2, 3, 7, 6, requires_grad=True)
+    report = check(lambda x: F.adaptive_avg_pool2d(x * 2, out), x, grad=True)
+    assert not report.fallbacks, report.fallbacks
