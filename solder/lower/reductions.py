@@ -205,3 +205,46 @@ def _prims_var(call: Call, x, dims, correction=1, output_dtype=None):
         d = E.call("maximum", denom, zero, dtype=acc)
         return E.cast(E.call("truediv", ss.load(idx), d, dtype=acc), out_dtype)
     return Virtual(call.size, out_dtype, call.device, fn, stride=call.stride)
+
+
+# --- prefix sums and products as reductions ---------------------------------------------------
+# out[..., j, ...] = reduce over k of (x[..., k, ...] if k <= j else the identity): n times the
+# work of a scan, but it is a plain reduction, fused like any other; rows are short where models
+# use it (positions from an attention mask).
+PREFIX_MAX_LENGTH = 2048
+
+
+def _prefix(call: Call, x, dim, rtype: str, identity):
+    if x.ndim == 0:
+        return Virtual([], call.dtype, call.device, lambda idx: E.cast(x.load([]), call.dtype))
+    d = dim % x.ndim
+    n = x.size[d]
+    if not n.is_Integer:
+        raise Decline(f"{rtype} prefix over a symbolic length")
+    if int(n) > PREFIX_MAX_LENGTH:
+        raise Decline(f"a {rtype} prefix over {int(n)} elements (above {PREFIX_MAX_LENGTH}, "
+                      "a scan kernel would be needed)")
+    if int(n) == 0:
+        raise Decline(f"a {rtype} prefix over an empty dimension")
+    acc = acc_dtype(rtype, x.dtype, call.dtype)
+
+    def terms(idx):   # idx: x's index, then k
+        j, k = idx[d], idx[-1]
+        src = list(idx[:-1])
+        src[d] = k
+        inside = E.call("le", E.index_value(k), E.index_value(j), dtype=torch.bool)
+        v = E.cast(E.with_mask(x.load(src), inside), acc)
+        return E.call("where", inside, v, E.const(identity, acc), dtype=acc)
+
+    expanded = Virtual(list(x.size) + [n], acc, call.device, terms)
+    return reduce(call, expanded, [x.ndim], False, rtype, value_dtype=acc)
+
+
+@lowering(aten.cumsum.default)
+def _cumsum(call: Call, x, dim, *, dtype=None):
+    return _prefix(call, x, dim, "sum", 0)
+
+
+@lowering(aten.cumprod.default)
+def _cumprod(call: Call, x, dim, *, dtype=None):
+    return _prefix(call, x, dim, "prod", 1)

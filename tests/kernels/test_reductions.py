@@ -114,3 +114,23 @@ def test_scatter_one_index_per_line_matches_eager():
     base, idx, src = torch.randn(6, 9), torch.randint(0, 9, (6, 1)), torch.randn(6, 1)
     check(lambda b, i, s: (b * 2).scatter(1, i, s) + 1, base, idx, src, kernels=1)
     check(lambda b, i: torch.zeros_like(b).scatter(1, i, -1.0), base, idx, kernels=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_cumsum_and_cumprod_are_fused_reductions(dtype):
+    x = (torch.randn(3, 5, 7) * 2).to(dtype) if dtype != torch.bool else torch.randn(3, 5, 7) > 0
+    report = check(lambda x: (torch.cumsum(x, 1), torch.cumsum(x, -1) * 2,
+                              torch.cumprod(x.to(torch.float32) * 0.5 + 1, 0)), x)
+    assert not report.fallbacks, report.fallbacks
+
+
+def test_cumsum_positions_from_a_mask_is_one_kernel_and_gradients_match():
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 0]])
+    check(lambda m: (m.cumsum(-1) - 1).clamp(min=0) * m, mask, kernels=1)
+    check(lambda x: torch.cumsum(x.sin(), 0), torch.randn(6, 4, requires_grad=True), grad=True)
+
+
+def test_long_prefix_falls_back_with_a_reason():
+    report = check(lambda x: torch.cumsum(x, 0), torch.randn(4096))
+    assert [f.op for f in report.fallbacks] == ["aten.cumsum"]
+    assert "scan" in report.fallbacks[0].reason
