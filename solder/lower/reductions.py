@@ -37,6 +37,10 @@ def acc_dtype(rtype: str, src: torch.dtype, out: torch.dtype) -> torch.dtype:
     return out
 
 
+# what a reduction over nothing gives (eager's identities)
+_EMPTY_REDUCTION = {"sum": 0, "prod": 1, "any": False, "all": True}
+
+
 def reduce(call: Call, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtype=None,
            value_dtype=None) -> TensorValue:
     """The reduction of ``x`` over ``dims``; returns it in ``out_dtype`` (default: call's)."""
@@ -55,11 +59,14 @@ def reduce(call: Call, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtyp
     if rtype in ("argmax", "argmin") and value_dtype in (torch.float16, torch.bfloat16):
         value_dtype = torch.float32
     red_sizes = [x.size[d] for d in dims]
-    if any(n.is_Integer and int(n) == 0 for n in red_sizes):
-        raise Decline("a reduction over an empty dimension (eager defines the result or the error)")
     kept = [d for d in range(ndim) if d not in dims]
     out_size = [sympy.Integer(1) if d in dims else x.size[d] for d in range(ndim)] if keepdim \
         else [x.size[d] for d in kept]
+    if any(n.is_Integer and int(n) == 0 for n in red_sizes):
+        if rtype not in _EMPTY_REDUCTION:   # amax, argmax, ... of nothing: eager raises
+            raise Decline(f"a {rtype} over an empty dimension (eager raises)")
+        value = E.cast(E.const(_EMPTY_REDUCTION[rtype], acc), out_dtype)
+        return Virtual(out_size, out_dtype, call.device, lambda idx: value)
 
     def fn(idx, ridx):
         full, r = [], 0

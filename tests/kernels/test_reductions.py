@@ -134,3 +134,12 @@ def test_long_prefix_falls_back_with_a_reason():
     report = check(lambda x: torch.cumsum(x, 0), torch.randn(4096))
     assert [f.op for f in report.fallbacks] == ["aten.cumsum"]
     assert "scan" in report.fallbacks[0].reason
+
+
+def test_reductions_over_an_empty_dimension_give_eager_identities():
+    x = torch.randn(3, 0, 4)
+    report = check(lambda x: (x.sum(1), x.prod(1, keepdim=True), (x > 0).any(1), (x > 0).all(1),
+                              x.sum(), x.mean(1)), x)
+    assert not report.fallbacks, report.fallbacks
+    report = check(lambda x: x.amax(1), torch.randn(3, 2, 4))
+    assert not report.fallbacks
