@@ -207,6 +207,7 @@ class Entry:
     module_src: str
     kernels: dict           # name -> KernelSource
     report: dict
+    launch_configs: dict = dataclasses.field(default_factory=dict)  # name -> [[x, r, cfg]]
 
 
 def decode(files: dict, name: str) -> Entry:
@@ -227,7 +228,8 @@ def decode(files: dict, name: str) -> Entry:
                             [_dec(c) for c in meta["consts"]])
     report = dict(meta["report"])
     report["wrapper"] = source
-    return Entry(wrapper, files["kernels.py"].decode(), kernels, report)
+    return Entry(wrapper, files["kernels.py"].decode(), kernels, report,
+                 dict(meta.get("launch_configs", {})))
 
 
 def _size(text: str):
@@ -274,6 +276,7 @@ def load(cache, key: str, name: str, config, report):
         entry = decode(files, name)
         compiled = CompiledGraph(name, entry.wrapper, entry.module_src, entry.kernels, config,
                                  None, report.timings)
+        _restore_launch_configs(compiled, entry.launch_configs)
     except Exception as e:  # noqa: BLE001 - any failure means: compile it instead
         log.warning("solder: cached graph %s did not load (%s: %s); compiling it again",
                     key[:12], type(e).__name__, e)
@@ -290,5 +293,27 @@ def store_after_first_call(compiled, cache, key: str, name: str, wrapper, module
         files = encode(name, wrapper, module_src, kernels, report, graph)
     except Uncacheable as e:
         return f"skip ({e})"
-    compiled.after_first_call = lambda: cache.put(key, files)
+    compiled.after_first_call = lambda: cache.put(key, with_launch_configs(files, compiled))
     return "miss"
+
+
+def with_launch_configs(files: dict, compiled) -> dict:
+    """The entry with the launch configs its first call chose (tuned ones included), so that a
+    later process tunes nothing."""
+    meta = json.loads(files["meta.json"].decode())
+    meta["launch_configs"] = {
+        name: [[x, r, cfg] for (x, r), cfg in sorted(runner.configs.items())]
+        for name, runner in compiled.runners.items()}
+    return {**files, "meta.json": json.dumps(meta, sort_keys=True).encode()}
+
+
+def _restore_launch_configs(compiled, stored: dict) -> None:
+    for name, entries in stored.items():
+        runner = compiled.runners.get(name)
+        if runner is None:
+            raise ValueError(f"launch configs for an unknown kernel {name!r}")
+        for x, r, cfg in entries:
+            if not (isinstance(x, int) and isinstance(r, int) and isinstance(cfg, dict)
+                    and all(isinstance(k, str) and type(v) is int for k, v in cfg.items())):
+                raise ValueError(f"bad launch config for {name}")
+            runner.configs.setdefault((x, r), cfg)

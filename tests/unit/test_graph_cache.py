@@ -70,6 +70,30 @@ def test_second_compile_hits_and_matches(tmp_path, monkeypatch, device):
         torch.testing.assert_close(g, e)
 
 
+def test_a_hit_reuses_the_launch_configs_and_chooses_none(tmp_path, monkeypatch, device):
+    import json
+
+    from solder.runtime.launch import KernelRunner
+
+    def g(x):
+        return (x.cos() * 2).sum(1), x.exp()
+    x = torch.randn(8, 32, device=device)
+    explain(g, x, d=tmp_path)
+    (entry,) = entries(tmp_path)
+    meta = json.loads(next(p for p in entry.rglob("meta.json")).read_bytes())
+    stored = meta["launch_configs"]
+    assert set(stored) == {k["name"] for k in meta["kernels"]} and all(stored.values())
+    no_lowering(monkeypatch)
+
+    def no_choosing(self, *a):
+        raise AssertionError("a launch config was chosen again on a cache hit")
+    monkeypatch.setattr(KernelRunner, "_choose", no_choosing)
+    torch._dynamo.reset()
+    got = torch.compile(g, backend="solder", options={"cache_dir": str(tmp_path)})(x)
+    for a, b in zip(got, g(x)):
+        torch.testing.assert_close(a, b)
+
+
 def test_forward_and_backward_graphs_hit(tmp_path, monkeypatch, device):
     def g(x):
         return (x.sin() * x).sum(1)
