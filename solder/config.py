@@ -39,6 +39,10 @@ class Config:
         "(the solder_debug backend): places a wrong result in capture or in codegen")
     decompose: bool = _setting(True, "apply Solder's decomposition table during capture", True)
     log_compile: bool = _setting(False, "log one line per compiled graph with its stage times")
+    check_indices: bool = _setting(
+        False, "check index tensors against the dimension they index (a fused reduction and "
+        "an asynchronous assert per indexing op); off, an out-of-range index reads 0 in a "
+        "gather and is skipped by a scatter, where eager raises", True)
     pad_mm_min_elements: int = _setting(
         1 << 20, "a matmul whose output rows are not 16-byte aligned and that has at least this "
         "many output elements multiplies zero-padded columns instead (CUDA only; -1: never)",

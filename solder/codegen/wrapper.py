@@ -223,7 +223,8 @@ class WrapperGen:
         op = f"OPS[{len(self.ops) - 1}]"
         args = [self._arg(a) for a in buf.args]
         args += [f"{k}={self._arg(v)}" for k, v in buf.kwargs.items()]
-        tag = "library call" if buf.kind == "extern" else f"ATen fallback: {buf.reason}"
+        tag = {"extern": "library call", "check": "index check"}.get(
+            buf.kind, f"ATen fallback: {buf.reason}")
         self.emit(f"# {tag}")
         lhs = buf.name if buf.layout is not None or buf.tuple_of is None else buf.name
         self.emit(f"{lhs} = {op}({', '.join(args)})  # {buf.origins[0] if buf.origins else ''}")

@@ -9,6 +9,7 @@ import sympy
 import torch
 
 from ..ir import expr as E
+from .index_checks import check_in_range
 from .registry import Call, Decline, lowering
 from .tensors import Stored, TensorValue, Virtual, broadcast_index
 
@@ -74,6 +75,8 @@ def _index(call: Call, x, indices):
     first = present[0] if adjacent else 0
     out_size = call.size
     xs = gather_source(call, x)
+    for d in present:
+        check_in_range(call, indices[d], x.size[d], negative_ok=True)
 
     def fn(idx):
         bidx = idx[first:first + nb]
@@ -98,6 +101,7 @@ def _index_select(call: Call, x, dim, index):
         return Virtual(call.size, call.dtype, call.device, lambda idx: x.load([]))
     dim = dim % max(x.ndim, 1)
     xs = gather_source(call, x)
+    check_in_range(call, index, x.size[dim], negative_ok=False)
 
     def fn(idx):
         src = list(idx)
@@ -112,6 +116,7 @@ def _gather(call: Call, x, dim, index, sparse_grad=False):
         return Virtual(call.size, call.dtype, call.device, lambda idx: x.load([]))
     dim = dim % max(x.ndim, 1)
     xs = gather_source(call, x)
+    check_in_range(call, index, x.size[dim], negative_ok=False)
 
     def fn(idx):
         v = wrapped(call, index.load(idx), x.size[dim])
@@ -123,6 +128,7 @@ def _gather(call: Call, x, dim, index, sparse_grad=False):
 def _embedding(call: Call, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
                sparse=False):
     ws = gather_source(call, weight)
+    check_in_range(call, indices, weight.size[0], negative_ok=False)
 
     def fn(idx):
         v = wrapped(call, indices.load(idx[:-1]), weight.size[0])

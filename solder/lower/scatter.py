@@ -25,6 +25,7 @@ import torch
 from ..ir import expr as E
 from ..ir.indexing import product, strided_offset, unravel
 from ..ir.nodes import ComputedBuffer, ExternBuffer, InputBuffer, Layout, Pointwise, contiguous_strides
+from .index_checks import check_in_range
 from .indexing import wrapped
 from .regions import (all_of, diagonal_region, select_region, slice_region, strided_region)
 from .registry import Call, Decline, lowering
@@ -322,6 +323,8 @@ def _index_put(call: Call, base, indices, values, accumulate=False):
     if any(indices[d].dtype not in (torch.int64, torch.int32) for d in present):
         raise Decline("index tensors of an unusual dtype")
     mode = "atomic_add" if accumulate else "store"
+    for d in present:
+        check_in_range(call, indices[d], base.size[d], negative_ok=True)
     bshape = _broadcast_sizes([indices[d].size for d in present])
     nb = len(bshape)
     adjacent = present == list(range(present[0], present[-1] + 1))
@@ -481,6 +484,7 @@ def _scatter_family(call: Call, base, dim, index, src, reduce=None, include_self
     dim = dim % max(base.ndim, 1)
     loop = list(index.size)
     n = base.size[dim] if base.ndim else sympy.Integer(1)
+    check_in_range(call, index, n, negative_ok=False)
 
     def place(idx):
         v = wrapped(call, index.load(idx), n)

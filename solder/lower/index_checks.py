@@ -1,0 +1,43 @@
+"""Index tensors checked against the dimension they index (``check_indices`` setting).
+
+Off by default: an out-of-range index then reads 0 in a gather and is skipped by a scatter,
+where eager raises (CPU) or device-asserts (GPU). On, each indexing op adds a fused ``all``
+reduction over its index tensor and ``aten._assert_async`` on the result: an exception on the
+CPU, a device-side assert on the GPU (as eager's own), no host synchronization."""
+from __future__ import annotations
+
+import torch
+
+from ..ir import expr as E
+from ..ir.nodes import ExternBuffer
+from .registry import Call, op_name
+from .tensors import TensorValue, Virtual
+
+aten = torch.ops.aten
+
+
+def check_in_range(call: Call, index, n, negative_ok: bool) -> None:
+    """Assert ``lo <= index < n`` for every element, lo = -n where the op wraps negative
+    indices (advanced indexing) and 0 where eager rejects them (gather, scatter, ...)."""
+    g = call.graph
+    if not g.config.check_indices or not isinstance(index, TensorValue):
+        return
+    from .reductions import reduce
+    lo = -n if negative_ok else 0
+    i64 = torch.int64
+
+    def inside(idx):
+        v = E.cast(index.load(idx), i64)
+        return E.call("logical_and",
+                      E.call("ge", v, E.index_value(lo), dtype=torch.bool),
+                      E.call("lt", v, E.index_value(n), dtype=torch.bool), dtype=torch.bool)
+
+    flags = Virtual(index.size, torch.bool, call.device, inside)
+    every = g.realize(reduce(call, flags, None, False, "all", out_dtype=torch.bool))
+    what = op_name(call.node.target)
+    msg = (f"{what}: index out of range (valid: {lo} <= index < {n}), in graph {g.graph_name} "
+           f"(Solder's check_indices)")
+    check = ExternBuffer(g.new_name(), None, op=aten._assert_async.msg,
+                         args=(g.as_arg(every), msg), kind="check", reason=msg)
+    check.origins = [what]
+    g.add_buffer(check)

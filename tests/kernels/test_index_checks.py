@@ -1,0 +1,44 @@
+"""check_indices: out-of-range index tensors raise as in eager (a fused reduction and an
+asynchronous assert); off by default, where they read 0 / are skipped."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import solder
+
+ON = {"check_indices": True}
+T = lambda data: torch.tensor(data, device=torch.get_default_device())  # noqa: E731
+
+CASES = {   # fn, an index out of range, an index in range (negative where eager wraps)
+    "gather": (lambda x, i: torch.gather(x, 0, i), [[0, 1, 2, 5]], [[0, 1, 2, 4]]),
+    "gather_negative": (lambda x, i: torch.gather(x, 0, i), [[0, -1, 2, 3]], [[0, 1, 2, 3]]),
+    "index": (lambda x, i: x[i] * 2, [0, -6, 3], [0, -5, 4]),
+    "index_select": (lambda x, i: x.index_select(1, i), [0, 4], [0, 3]),
+    "embedding": (lambda x, i: F.embedding(i, x), [[1, 5]], [[1, 4]]),
+    "index_put": (lambda x, i: x.index_put((i,), torch.ones(2, 4, device=x.device)), [1, 6],
+                  [1, -5]),
+    "scatter": (lambda x, i: x.scatter(0, i, 2.0), [[0, 9, 1, 1]], [[0, 4, 1, 1]]),
+    "scatter_add": (lambda x, i: x.scatter_add(0, i, torch.ones_like(i, dtype=x.dtype)),
+                    [[0, -1, 1, 1]], [[0, 4, 1, 1]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_out_of_range_raises_and_in_range_matches_eager(name):
+    if torch.cuda.is_available():
+        pytest.skip("on the GPU a failed check is a device-side assert, which ends the process")
+    fn, bad, good = CASES[name]
+    x = torch.randn(5, 4)
+    compiled = torch.compile(fn, backend="solder", options=ON)
+    torch.testing.assert_close(compiled(x, T(good)), fn(x, T(good)))
+    with pytest.raises(RuntimeError, match="index out of range"):
+        compiled(x, T(bad))
+
+
+def test_the_check_fuses_into_the_gather_kernel_and_is_off_by_default():
+    x, i = torch.randn(5, 4), T([[0, 1, 2, 3]])
+    on = solder.explain(lambda x, i: torch.gather(x, 0, i) + 1, x, i, options=ON)
+    off = solder.explain(lambda x, i: torch.gather(x, 0, i) + 1, x, i)
+    assert on.kernel_count == off.kernel_count == 1
+    assert "index check" in on.graphs[0].wrapper and "index check" not in off.graphs[0].wrapper
+    assert not on.fallbacks
