@@ -38,19 +38,37 @@ def _window_source(call: Call, x):
     return call.graph.realize(x)
 
 
-@lowering(aten.max_pool2d_with_indices.default)
-def _max_pool2d_with_indices(call: Call, x, kernel_size, stride=(), padding=0, dilation=1,
-                             ceil_mode=False):
+def _window_args(what: str, x, kernel_size, stride, padding):
+    """(kh, kw), (sh, sw), (ph, pw) as ATen defaults them; declines what is not unrolled."""
     if not x.dtype.is_floating_point:
-        raise Decline("max_pool2d of an integer tensor")
+        raise Decline(f"{what} of an integer tensor")
     kh, kw = _pair(kernel_size, ())
     sh, sw = _pair(stride, (kh, kw))
     ph, pw = _pair(padding, (0, 0))
-    dh, dw = _pair(dilation, (1, 1))
-    if (dh, dw) != (1, 1):
-        raise Decline("max_pool2d with dilation")
     if kh * kw > 64:
         raise Decline(f"a {kh}x{kw} pooling window is too large to unroll")
+    return (kh, kw), (sh, sw), (ph, pw)
+
+
+def _window(src, idx, lead, h0, w0, kernel, height, width):
+    """Each position of the window at (h0, w0), row-major: (ih, iw, whether it is inside the
+    input, the value there, masked outside)."""
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            ih, iw = h0 + i, w0 + j
+            inside = E.call("logical_and",
+                            E.call("logical_and", _ge0(ih), _lt(ih, height), dtype=torch.bool),
+                            E.call("logical_and", _ge0(iw), _lt(iw, width), dtype=torch.bool),
+                            dtype=torch.bool)
+            yield ih, iw, inside, E.with_mask(src.load(list(idx[:lead]) + [ih, iw]), inside)
+
+
+@lowering(aten.max_pool2d_with_indices.default)
+def _max_pool2d_with_indices(call: Call, x, kernel_size, stride=(), padding=0, dilation=1,
+                             ceil_mode=False):
+    kernel, (sh, sw), (ph, pw) = _window_args("max_pool2d", x, kernel_size, stride, padding)
+    if _pair(dilation, (1, 1)) != [1, 1]:
+        raise Decline("max_pool2d with dilation")
     src = _window_source(call, x)
     height, width = x.size[-2], x.size[-1]
     lead = x.ndim - 2   # (N, C) or (C,)
@@ -65,19 +83,12 @@ def _max_pool2d_with_indices(call: Call, x, kernel_size, stride=(), padding=0, d
                                      E.index_value(width), dtype=i64),
                        E.call("maximum", E.index_value(w0), zero, dtype=i64), dtype=i64)
         best, where = E.const(float("-inf"), x.dtype), first
-        for i in range(kh):
-            for j in range(kw):
-                ih, iw = h0 + i, w0 + j
-                inside = E.call("logical_and",
-                                E.call("logical_and", _ge0(ih), _lt(ih, height), dtype=torch.bool),
-                                E.call("logical_and", _ge0(iw), _lt(iw, width), dtype=torch.bool),
-                                dtype=torch.bool)
-                v = E.with_mask(src.load(list(idx[:lead]) + [ih, iw]), inside)
-                better = E.call("logical_or", E.call("gt", v, best, dtype=torch.bool),
-                                E.call("isnan", v, dtype=torch.bool), dtype=torch.bool)
-                take = E.call("logical_and", inside, better, dtype=torch.bool)
-                best = E.call("where", take, v, best, dtype=x.dtype)
-                where = E.call("where", take, E.index_value(ih * width + iw), where, dtype=i64)
+        for ih, iw, inside, v in _window(src, idx, lead, h0, w0, kernel, height, width):
+            better = E.call("logical_or", E.call("gt", v, best, dtype=torch.bool),
+                            E.call("isnan", v, dtype=torch.bool), dtype=torch.bool)
+            take = E.call("logical_and", inside, better, dtype=torch.bool)
+            best = E.call("where", take, v, best, dtype=x.dtype)
+            where = E.call("where", take, E.index_value(ih * width + iw), where, dtype=i64)
         return best, where
 
     values = Virtual(values_size, x.dtype, call.device, lambda idx: scan(idx)[0],
@@ -100,13 +111,7 @@ def _avg_pool2d(call: Call, x, kernel_size, stride=(), padding=0, ceil_mode=Fals
                 count_include_pad=True, divisor_override=None):
     """ATen's rule: the divisor is the window clipped to the padded input (count_include_pad)
     or to the input itself, unless divisor_override; the sum is accumulated in float32."""
-    if not x.dtype.is_floating_point:
-        raise Decline("avg_pool2d of an integer tensor")
-    kh, kw = _pair(kernel_size, ())
-    sh, sw = _pair(stride, (kh, kw))
-    ph, pw = _pair(padding, (0, 0))
-    if kh * kw > 64:
-        raise Decline(f"a {kh}x{kw} pooling window is too large to unroll")
+    kernel, (sh, sw), (ph, pw) = _window_args("avg_pool2d", x, kernel_size, stride, padding)
     src = _window_source(call, x)
     height, width = x.size[-2], x.size[-1]
     lead = x.ndim - 2
@@ -116,17 +121,10 @@ def _avg_pool2d(call: Call, x, kernel_size, stride=(), padding=0, ceil_mode=Fals
         oh, ow = idx[lead], idx[lead + 1]
         h0, w0 = oh * sh - ph, ow * sw - pw
         total = E.const(0.0, acc)
-        for i in range(kh):
-            for j in range(kw):
-                ih, iw = h0 + i, w0 + j
-                inside = E.call("logical_and",
-                                E.call("logical_and", _ge0(ih), _lt(ih, height), dtype=torch.bool),
-                                E.call("logical_and", _ge0(iw), _lt(iw, width), dtype=torch.bool),
-                                dtype=torch.bool)
-                v = E.cast(E.with_mask(src.load(list(idx[:lead]) + [ih, iw]), inside), acc)
-                total = E.call("add", total, E.call("where", inside, v, E.const(0.0, acc),
-                                                    dtype=acc), dtype=acc)
-        divisor = _avg_divisor(h0, w0, (kh, kw), (height, width), (ph, pw), count_include_pad,
+        for _, _, inside, v in _window(src, idx, lead, h0, w0, kernel, height, width):
+            total = E.call("add", total, E.call("where", inside, E.cast(v, acc),
+                                                E.const(0.0, acc), dtype=acc), dtype=acc)
+        divisor = _avg_divisor(h0, w0, kernel, (height, width), (ph, pw), count_include_pad,
                                divisor_override, acc)
         return E.cast(E.call("truediv", total, divisor, dtype=acc), x.dtype)
 
@@ -155,13 +153,8 @@ def _avg_pool2d_backward(call: Call, grad, x, kernel_size, stride, padding, ceil
                          count_include_pad, divisor_override):
     """Each input element gathers grad / divisor from the (at most ceil(k / s) per dim)
     windows that contain it."""
-    if not grad.dtype.is_floating_point:
-        raise Decline("avg_pool2d_backward of an integer tensor")
-    kh, kw = _pair(kernel_size, ())
-    sh, sw = _pair(stride, (kh, kw))
-    ph, pw = _pair(padding, (0, 0))
-    if kh * kw > 64:
-        raise Decline(f"a {kh}x{kw} pooling window is too large to unroll")
+    (kh, kw), (sh, sw), (ph, pw) = _window_args("avg_pool2d_backward", grad, kernel_size,
+                                                stride, padding)
     height, width = x.size[-2], x.size[-1]
     out_h, out_w = grad.size[-2], grad.size[-1]
     lead = x.ndim - 2
