@@ -124,12 +124,17 @@ def _rmsnorm_residual(x, res, w, eps: float = 1e-6):
     return y, h
 
 
-def rmsnorm_residual(device, quick):
+def _residual_rows(device, quick):
+    """x, res (m x n) and a weight w (n), bf16: the inputs of the RMSNorm cases."""
     m, n = (32, 256) if quick else (16384, 4096)
     bf16 = torch.bfloat16
     x, res = _randn(m, n, device=device, dtype=bf16), _randn(m, n, device=device, dtype=bf16)
-    w = _randn(n, device=device, dtype=bf16)
-    return Workload(_rmsnorm_residual, (x, res, w), min_bytes=2 * (4 * m * n + n))
+    return (x, res, _randn(n, device=device, dtype=bf16)), m, n
+
+
+def rmsnorm_residual(device, quick):
+    inputs, m, n = _residual_rows(device, quick)
+    return Workload(_rmsnorm_residual, inputs, min_bytes=2 * (4 * m * n + n))
 
 
 def softmax(device, quick):
@@ -181,12 +186,9 @@ def index_put(device, quick):
 
 def user_rmsnorm(device, quick):
     from solder.bench.user_kernels import residual_rmsnorm_gelu
-    m, n = (32, 256) if quick else (16384, 4096)
-    bf16 = torch.bfloat16
-    x, res = _randn(m, n, device=device, dtype=bf16), _randn(m, n, device=device, dtype=bf16)
-    w = _randn(n, device=device, dtype=bf16)
+    inputs, m, n = _residual_rows(device, quick)
     # the kernel is a boundary: h and y go through memory once each way
-    return Workload(residual_rmsnorm_gelu, (x, res, w), min_bytes=2 * (7 * m * n + n))
+    return Workload(residual_rmsnorm_gelu, inputs, min_bytes=2 * (7 * m * n + n))
 
 
 MEMORY_CASES = [
