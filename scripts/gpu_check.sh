@@ -4,6 +4,7 @@
 #   CASES=gelu_chain,softmax scripts/gpu_check.sh bench
 #   scripts/gpu_check.sh tests bench
 #   PROFILE_CASES=resnet50 scripts/gpu_check.sh profile
+#   scripts/gpu_check.sh conformance        # OpInfo suite on the GPU (CONF_ARGS, CONF_JOBS)
 set -u
 OUT=${OUT:-/tmp/solder-gpu}; mkdir -p "$OUT"
 export PYTHONPATH=. PYTHONDONTWRITEBYTECODE=1
@@ -46,6 +47,12 @@ for part in "$@"; do
     timeout "${BENCH_S:-300}" $PY -m solder bench ${CASES:+--cases "$CASES"} --json "$OUT/bench.json" \
       > "$OUT/bench.txt" 2> "$OUT/bench.err"
     echo "bench rc=$?"; cat "$OUT/bench.txt"; tail -5 "$OUT/bench.err"
+    ;;
+  conformance)   # CONF_ARGS="--dtypes float32 --samples 2" (default): the OpInfo suite on the GPU
+    timeout "${CONF_S:-500}" $PY -m solder conformance --device cuda --jobs "${CONF_JOBS:-8}" \
+      ${CONF_ARGS:---dtypes float32 --samples 2} --json "$OUT/conformance.json" \
+      > "$OUT/conformance.txt" 2>&1
+    echo "conformance rc=$?"; tail -8 "$OUT/conformance.txt"
     ;;
   diag)   # DIAG="pytest args": one test with every stage dumped (in debug.tgz)
     SOLDER_DEBUG_DIR="$OUT/debug/diag" timeout 120 $PY -m pytest -q -p no:cacheprovider -x $DIAG \
