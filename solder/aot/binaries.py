@@ -58,8 +58,11 @@ def spec_from_json(data: list) -> tuple:
 
 
 def generic_of(spec: tuple) -> tuple:
-    """What a generic binary still depends on: each integer's width (i32 or i64)."""
-    return tuple(s[2] if isinstance(s, tuple) else None for s in spec)
+    """What a generic binary still depends on: each integer's width (i32 or i64) and each
+    pointer's dtype (a tensor's entry is (dtype, aligned), an integer's (is 1, multiple of
+    16, fits 32 bits))."""
+    return tuple((s[2] if len(s) == 3 else s[0]) if isinstance(s, tuple) else None
+                 for s in spec)
 
 
 def config_key(cfg: dict) -> tuple:

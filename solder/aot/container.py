@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 # Bump when members change meaning; a reader refuses any package of a newer format.
-FORMAT = 1
+FORMAT = 2   # 2: kernel specializations name each pointer's dtype
 MANIFEST = "manifest.json"
 MAGIC = "solder-aot-package"
 
@@ -96,6 +96,10 @@ def _parse_manifest(path, raw: bytes) -> dict:
     if fmt > FORMAT:
         raise PackageError(f"{path}: package format {fmt} is newer than this Solder reads "
                            f"(format {FORMAT}); load it with a newer Solder or rebuild it")
+    if fmt < FORMAT:
+        raise PackageError(f"{path}: package format {fmt} is older than this Solder reads "
+                           f"(format {FORMAT}: its kernel binaries are keyed differently); "
+                           "rebuild it")
     members = m.get("members")
     if not isinstance(members, dict) or not all(
             isinstance(v, dict) and isinstance(v.get("sha256"), str)

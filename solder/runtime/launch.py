@@ -189,17 +189,24 @@ class KernelRunner:
 
 
 def _specialization(args) -> tuple:
-    """What Triton specializes a compiled kernel on: pointer alignment, and for integers being
-    1, a multiple of 16, or too large for 32 bits. Equal keys can reuse the compiled kernel."""
+    """What Triton specializes a compiled kernel on: pointer dtype and alignment, and for
+    integers being 1, a multiple of 16, or too large for 32 bits. Equal keys can reuse the
+    compiled kernel (identical kernel sources share one function: an int32 and an int64 copy
+    of the same code are two binaries)."""
     out = []
     for a in args:
         if isinstance(a, torch.Tensor):
-            out.append(a.data_ptr() % 16 == 0)
+            out.append((_DTYPE_NAMES.get(a.dtype) or str(a.dtype), a.data_ptr() % 16 == 0))
         elif isinstance(a, int) and not isinstance(a, bool):
             out.append((a == 1, a % 16 == 0, -(1 << 31) <= a < (1 << 31)))
         else:
             out.append(type(a))
     return tuple(out)
+
+
+_DTYPE_NAMES = {d: str(d) for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64,
+                                    torch.int64, torch.int32, torch.int16, torch.int8,
+                                    torch.uint8, torch.bool)}
 
 
 def _fast_launch_ok(kernel) -> bool:

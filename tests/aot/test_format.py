@@ -71,17 +71,18 @@ def test_extra_or_missing_member_is_refused(tmp_path):
         container.read(q)
 
 
-def test_newer_format_is_refused(tmp_path):
+@pytest.mark.parametrize("shift,word", [(1, "newer"), (-1, "older")])
+def test_another_format_is_refused(tmp_path, shift, word):
     p, members = _package(tmp_path)
     with zipfile.ZipFile(p) as z:
         manifest = json.loads(z.read(container.MANIFEST))
-    manifest["format"] = container.FORMAT + 1
+    manifest["format"] = container.FORMAT + shift
     q = tmp_path / "q.solder"
     with zipfile.ZipFile(q, "w") as z:
         z.writestr(container.MANIFEST, json.dumps(manifest))
         for n, d in members.items():
             z.writestr(n, d)
-    with pytest.raises(PackageError, match=f"format {container.FORMAT + 1} is newer"):
+    with pytest.raises(PackageError, match=f"format {container.FORMAT + shift} is {word}"):
         container.read(q)
 
 

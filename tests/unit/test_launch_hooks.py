@@ -27,3 +27,12 @@ def test_a_registered_enter_hook_turns_the_fast_path_off():
     finally:
         enter.remove(hook)
     assert launch._launch_hooks_idle()
+
+
+def test_specialization_tells_pointer_dtypes_apart():
+    # identical kernel sources share one function: an int32 and an int64 launch of it are two
+    # binaries, so the fast path's key must differ
+    import torch
+    a32, a64 = torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int64)
+    assert launch._specialization([a32, 16]) != launch._specialization([a64, 16])
+    assert launch._specialization([a32, 16]) == launch._specialization([a32.clone(), 16])
