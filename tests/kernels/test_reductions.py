@@ -143,3 +143,21 @@ def test_reductions_over_an_empty_dimension_give_eager_identities():
     assert not report.fallbacks, report.fallbacks
     report = check(lambda x: x.amax(1), torch.randn(3, 2, 4))
     assert not report.fallbacks
+
+
+def test_a_deep_residual_stream_is_stored_not_recomputed_from_every_layer():
+    # h = h + norm(h) @ w twelve times, a matmul (a library call) in each layer: the kernels
+    # around them must read a bounded number of buffers (recomputing h from every earlier
+    # layer's output grows with depth)
+    import re
+
+    def net(x, ws):
+        h = x
+        for w in ws:
+            h = h + F.layer_norm(h, (h.shape[-1],)) @ w
+        return F.layer_norm(h, (h.shape[-1],))
+    x, ws = torch.randn(4, 16), [torch.randn(16, 16) * 0.1 for _ in range(12)]
+    report = check(net, x, ws)
+    reads = [len(re.search(r"# pointers: (.*)", k.source).group(1).split(", "))
+             for k in report.graphs[0].kernels]
+    assert max(reads) <= 7, reads
