@@ -1,0 +1,43 @@
+"""sort / topk / argsort along short rows: counting reductions and a gather, eager's order
+(NaN largest; a stable order among ties where eager's is stable)."""
+import pytest
+import torch
+
+from .helpers import check
+
+
+def _rows():
+    torch.manual_seed(0)
+    x = torch.randn(3, 7, 5)
+    x[0, 2, 1] = float("nan")
+    x[1, 3, 2] = x[1, 4, 2]       # a tie along dim 1
+    x[2, 0, 4] = float("-inf")
+    return x
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.sort(x, dim=1, stable=True),
+    lambda x: torch.sort(x, dim=-1, stable=True, descending=True),
+    lambda x: torch.argsort(x, dim=0, stable=True),
+    lambda x: torch.topk(x * 2, 3, dim=1),
+    lambda x: torch.topk(x, 2, dim=-1, largest=False),
+], ids=["sort", "sort_descending", "argsort", "topk", "topk_smallest"])
+def test_values_and_indices_match_eager(fn):
+    report = check(fn, _rows())
+    assert not report.fallbacks, report.fallbacks
+
+
+def test_expert_routing_is_lowered_and_its_gradient_matches():
+    logits = torch.randn(16, 8, requires_grad=True)
+
+    def route(logits):
+        weights, experts = torch.topk(logits.softmax(-1), 2)
+        return weights / weights.sum(-1, keepdim=True), experts
+    report = check(route, logits, grad=True)
+    assert not report.fallbacks, report.fallbacks
+
+
+def test_long_rows_fall_back_with_a_reason():
+    report = check(lambda x: torch.sort(x), torch.randn(2, 2000))
+    assert [f.op for f in report.fallbacks] == ["aten.sort"]
+    assert "quadratic" in report.fallbacks[0].reason
