@@ -234,6 +234,7 @@ class GraphLowering:
         except Decline as why:
             return self.fallback(node, args, kwargs, str(why))
         self._tag(out, node, args)
+        out = _with_meta_strides(out, node.meta.get("val"))
         if isinstance(out, Virtual) and len(node.users) > 1:
             sample = out.load([sympy.Symbol(f"q{k}", integer=True, nonnegative=True)
                                for k in range(out.ndim)])
@@ -393,6 +394,20 @@ class GraphLowering:
 
     def _aliases_input(self, v: Stored) -> bool:
         return isinstance(self.by_name.get(v.buffer), InputBuffer)
+
+
+def _with_meta_strides(out, val):
+    """``out`` whose values carry eager's strides: views of a value not in memory address it
+    through them, and a lowering may not have known them (an op with several results)."""
+    if isinstance(out, (list, tuple)) and isinstance(val, (list, tuple)):
+        return type(out)(_with_meta_strides(o, v) for o, v in zip(out, val))
+    if type(out) is Virtual and isinstance(val, torch.Tensor) and \
+            len(out.size) == val.dim():
+        stride = sym_list(val.stride())
+        if list(out.stride) != list(stride):
+            return Virtual(out.size, out.dtype, out.device, out.fn, stride=stride,
+                           origins=out.origins)
+    return out
 
 
 def _stored_as_meta(s: Stored, meta: torch.Tensor) -> bool:

@@ -56,7 +56,20 @@ def _sorted(call: Call, x, dim: int, descending: bool, k=None):
     if int(n) == 0:
         raise Decline("sorting an empty dimension")
     k = int(n) if k is None else int(k)
+    if int(n) == 1:   # one element: itself, at index 0
+        return (Virtual(list(x.size), x.dtype, call.device, x.load, stride=_meta_stride(call, 0)),
+                Virtual(list(x.size), I64, call.device, lambda idx: E.const(0, I64),
+                        stride=_meta_stride(call, 1)))
+    src, ranks = _ranks(call, x, d, descending)
+    out_size = list(x.size)
+    out_size[d] = sympy.Integer(k)
+    return _holders(call, src, ranks, d, out_size, lambda idx: E.index_value(idx[d]))
+
+
+def _ranks(call: Call, x, d: int, descending: bool):
+    """(x as gathers read it, each element's rank along ``d`` in memory)."""
     src = gather_source(call, x)
+    n = x.size[d]
 
     def at(idx, pos):
         full = list(idx)
@@ -71,29 +84,79 @@ def _sorted(call: Call, x, dim: int, descending: bool, k=None):
             "logical_and", _tied(a, b), earlier, dtype=B), dtype=B)
         return E.cast(before, I64)
 
-    size = list(x.size)
-    ranks = reduce(call, Virtual(size + [n], I64, call.device, ahead_of), [x.ndim], False,
-                   "sum", out_dtype=I64, value_dtype=I64)
-    ranks = call.graph.realize(ranks)
-    out_size = list(size)
-    out_size[d] = sympy.Integer(k)
+    ranks = reduce(call, Virtual(list(x.size) + [n], I64, call.device, ahead_of), [x.ndim],
+                   False, "sum", out_dtype=I64, value_dtype=I64)
+    return src, call.graph.realize(ranks)
 
-    def holder(idx):   # idx: the output's index (slot t at d), then j: j if rank[j] == t
-        t, j = idx[d], idx[-1]
-        full = list(idx[:-1])
+
+def _holders(call: Call, src, ranks, d: int, out_size, wanted, keep_d=True):
+    """(values, indices) over ``out_size``: at each output position, the element of its row
+    whose rank is ``wanted(idx)``. Without ``keep_d`` the output has no dimension ``d``."""
+    n = ranks.size[d]
+
+    def row(idx):   # an output index -> x's index with d still open
+        return list(idx) if keep_d else list(idx[:d]) + [sympy.Integer(0)] + list(idx[d:])
+
+    def holder(idx):   # the output's index, then j: j if rank[j] is the wanted one
+        j = idx[-1]
+        full = row(idx[:-1])
         full[d] = j
-        hit = E.call("eq", ranks.load(full), E.index_value(t), dtype=B)
+        hit = E.call("eq", ranks.load(full), wanted(idx[:-1]), dtype=B)
         return E.call("where", hit, E.index_value(j), E.const(0, I64), dtype=I64)
 
-    indices = call.graph.realize(reduce(call, Virtual(out_size + [n], I64, call.device, holder),
-                                        [x.ndim], False, "sum", out_dtype=I64, value_dtype=I64))
+    indices = call.graph.realize(reduce(
+        call, Virtual(list(out_size) + [n], I64, call.device, holder), [len(out_size)], False,
+        "sum", out_dtype=I64, value_dtype=I64))
 
     def value(idx):
-        where = list(idx)
+        where = row(idx)
         where[d] = sympy.Integer(0)
         return gather_load(src, where, {d: indices.load(idx)})
 
-    return Virtual(out_size, x.dtype, call.device, value), indices
+    # eager's strides for the values (a view of them, say after sorting a permuted input,
+    # addresses them through these)
+    return Virtual(list(out_size), src.dtype, call.device, value, stride=_meta_stride(call, 0)), \
+        indices
+
+
+def _meta_stride(call: Call, k: int) -> list:
+    return [sympy.sympify(s) for s in call.node.meta["val"][k].stride()]
+
+
+def _short_row(x, dim: int, what: str):
+    if x.dtype.is_complex or x.dtype == torch.bool:
+        raise Decline(f"{what} of {x.dtype} values")
+    d = dim % x.ndim
+    n = x.size[d]
+    if not n.is_Integer or int(n) > SORT_MAX_LENGTH or int(n) == 0:
+        raise Decline(f"{what} along a dimension of {n} (short rows only, 1 to "
+                      f"{SORT_MAX_LENGTH}: the counting is quadratic)")
+    return d, int(n)
+
+
+def _rank_select(call: Call, x, dim: int, keepdim: bool, wanted_of_row, what: str):
+    """values and indices of the element of each row whose ascending rank is
+    ``wanted_of_row(x's index with d open)``."""
+    d, n = _short_row(x, dim, what)
+    if n == 1:   # one element per row: itself, at index 0
+        size = list(x.size) if keepdim else [s for i, s in enumerate(x.size) if i != d]
+        at = (lambda idx: x.load(list(idx))) if keepdim else \
+            (lambda idx: x.load(list(idx[:d]) + [sympy.Integer(0)] + list(idx[d:])))
+        return [Virtual(size, x.dtype, call.device, at, stride=_meta_stride(call, 0)),
+                Virtual(size, I64, call.device, lambda idx: E.const(0, I64),
+                        stride=_meta_stride(call, 1))]
+    src, ranks = _ranks(call, x, d, descending=False)
+    out_size = list(x.size)
+    if keepdim:
+        out_size[d] = sympy.Integer(1)
+    else:
+        del out_size[d]
+
+    def wanted(idx):
+        full = list(idx) if keepdim else list(idx[:d]) + [sympy.Integer(0)] + list(idx[d:])
+        full[d] = sympy.Integer(0)
+        return wanted_of_row(full)
+    return list(_holders(call, src, ranks, d, out_size, wanted, keep_d=keepdim))
 
 
 @lowering(aten.sort.default)
@@ -113,3 +176,37 @@ def _topk(call: Call, x, k, dim=-1, largest=True, sorted=True):
     if not isinstance(k, int):
         raise Decline("topk with a symbolic k")
     return list(_sorted(call, x, dim, largest, k))
+
+
+@lowering(aten.kthvalue.default)
+def _kthvalue(call: Call, x, k, dim=-1, keepdim=False):
+    if x.ndim == 0:
+        return list(_sorted(call, x, 0, False))
+    if not isinstance(k, int):
+        raise Decline("kthvalue with a symbolic k")
+    return _rank_select(call, x, dim, keepdim, lambda row: E.const(k - 1, I64), "kthvalue")
+
+
+@lowering(aten.median.dim)
+def _median_dim(call: Call, x, dim=-1, keepdim=False):
+    """The lower median; a row with NaN gives its first NaN (eager propagates NaN)."""
+    if x.ndim == 0:
+        return list(_sorted(call, x, 0, False))
+    d, n = _short_row(x, dim, "median")
+    is_float = x.dtype.is_floating_point
+    nan_count = None
+    if is_float:
+        nans = Virtual(list(x.size), I64, call.device,
+                       lambda idx: E.cast(E.call("isnan", x.load(idx), dtype=B), I64))
+        nan_count = call.graph.realize(reduce(call, nans, [d], True, "sum", out_dtype=I64,
+                                              value_dtype=I64))
+
+    def wanted(row):
+        middle = E.const((n - 1) // 2, I64)
+        if nan_count is None:
+            return middle
+        count = nan_count.load(row)
+        first_nan = E.call("sub", E.const(n, I64), count, dtype=I64)
+        return E.call("where", E.call("gt", count, E.const(0, I64), dtype=B), first_nan,
+                      middle, dtype=I64)
+    return _rank_select(call, x, d, keepdim, wanted, "median")

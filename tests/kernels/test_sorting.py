@@ -41,3 +41,33 @@ def test_long_rows_fall_back_with_a_reason():
     report = check(lambda x: torch.sort(x), torch.randn(2, 2000))
     assert [f.op for f in report.fallbacks] == ["aten.sort"]
     assert "quadratic" in report.fallbacks[0].reason
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.kthvalue(x, 3, dim=1),
+    lambda x: torch.kthvalue(x, 5, dim=-1, keepdim=True),
+    lambda x: torch.median(x, dim=1),
+    lambda x: torch.median(x * 2, dim=0, keepdim=True),
+], ids=["kthvalue", "kthvalue_keepdim", "median", "median_keepdim"])
+def test_rank_selections_match_eager_nan_included(fn):
+    x = _rows()
+    x[2, 5, 3] = float("nan")     # a second NaN row/column for the median's NaN rule
+    report = check(fn, x)
+    assert not report.fallbacks, report.fallbacks
+
+
+def test_median_of_integers():
+    check(lambda x: torch.median(x, dim=-1), torch.randint(-5, 5, (4, 6)))
+
+
+def test_rows_of_one_element():
+    x = torch.randn(4, 1)
+    check(lambda x: (torch.sort(x, -1), torch.topk(x, 1), torch.median(x, -1),
+                     torch.kthvalue(x, 1, -1, keepdim=True), torch.quantile(x, 0.3, dim=-1)), x)
+
+
+def test_views_of_sorted_values_use_eager_strides():
+    # quantile over dim 0 sorts a permuted input, then views the sorted values: the view's
+    # strides are eager's for that output
+    x = torch.randn(3, 5)
+    check(lambda x: (torch.quantile(x, 0.5, dim=0), torch.sort(x.t(), -1).values.reshape(15)), x)
