@@ -17,6 +17,21 @@ def _package(tmp_path, members=None):
     return p, members
 
 
+def _manifest(p) -> dict:
+    with zipfile.ZipFile(p) as z:
+        return json.loads(z.read(container.MANIFEST))
+
+
+def _repack(tmp_path, manifest: dict, members: dict):
+    """A zip with the given manifest and members, valid as a zip (its own CRCs)."""
+    q = tmp_path / "q.solder"
+    with zipfile.ZipFile(q, "w") as z:
+        z.writestr(container.MANIFEST, json.dumps(manifest))
+        for n, d in members.items():
+            z.writestr(n, d)
+    return q
+
+
 def test_round_trip(tmp_path):
     p, members = _package(tmp_path)
     manifest, back = container.read(p)
@@ -46,27 +61,14 @@ def test_flipped_byte_is_refused(tmp_path):
 
 def test_member_changed_under_an_old_manifest_is_refused(tmp_path):
     p, members = _package(tmp_path)
-    with zipfile.ZipFile(p) as z:
-        manifest = z.read(container.MANIFEST)
-    q = tmp_path / "q.solder"
-    with zipfile.ZipFile(q, "w") as z:   # valid zip CRCs, stale checksums
-        z.writestr(container.MANIFEST, manifest)
-        z.writestr("a.json", b'{"x": 2}')
-        z.writestr("b.bin", members["b.bin"])
+    q = _repack(tmp_path, _manifest(p), {**members, "a.json": b'{"x": 2}'})   # stale checksum
     with pytest.raises(PackageError, match="a.json fails its checksum"):
         container.read(q)
 
 
 def test_extra_or_missing_member_is_refused(tmp_path):
     p, members = _package(tmp_path)
-    with zipfile.ZipFile(p) as z:
-        manifest = z.read(container.MANIFEST)
-    q = tmp_path / "q.solder"
-    with zipfile.ZipFile(q, "w") as z:
-        z.writestr(container.MANIFEST, manifest)
-        for n, d in members.items():
-            z.writestr(n, d)
-        z.writestr("evil.py", b"import os")
+    q = _repack(tmp_path, _manifest(p), {**members, "evil.py": b"import os"})
     with pytest.raises(PackageError, match="not listed: \\['evil.py'\\]"):
         container.read(q)
 
@@ -74,14 +76,7 @@ def test_extra_or_missing_member_is_refused(tmp_path):
 @pytest.mark.parametrize("shift,word", [(1, "newer"), (-1, "older")])
 def test_another_format_is_refused(tmp_path, shift, word):
     p, members = _package(tmp_path)
-    with zipfile.ZipFile(p) as z:
-        manifest = json.loads(z.read(container.MANIFEST))
-    manifest["format"] = container.FORMAT + shift
-    q = tmp_path / "q.solder"
-    with zipfile.ZipFile(q, "w") as z:
-        z.writestr(container.MANIFEST, json.dumps(manifest))
-        for n, d in members.items():
-            z.writestr(n, d)
+    q = _repack(tmp_path, {**_manifest(p), "format": container.FORMAT + shift}, members)
     with pytest.raises(PackageError, match=f"format {container.FORMAT + shift} is {word}"):
         container.read(q)
 
