@@ -187,11 +187,13 @@ def _kthvalue(call: Call, x, k, dim=-1, keepdim=False):
     return _rank_select(call, x, dim, keepdim, lambda row: E.const(k - 1, I64), "kthvalue")
 
 
-@lowering(aten.median.dim)
+@lowering(aten.median.dim, aten.nanmedian.dim)
 def _median_dim(call: Call, x, dim=-1, keepdim=False):
-    """The lower median; a row with NaN gives its first NaN (eager propagates NaN)."""
+    """The lower median; a row with NaN gives its first NaN (eager propagates NaN), or for
+    nanmedian the lower median of the others (NaN at index 0 when all are NaN)."""
     if x.ndim == 0:
         return list(_sorted(call, x, 0, False))
+    skip_nan = call.node.target is aten.nanmedian.dim
     d, n = _short_row(x, dim, "median")
     is_float = x.dtype.is_floating_point
     nan_count = None
@@ -207,6 +209,10 @@ def _median_dim(call: Call, x, dim=-1, keepdim=False):
             return middle
         count = nan_count.load(row)
         first_nan = E.call("sub", E.const(n, I64), count, dtype=I64)
+        if skip_nan:   # the lower median of the non-NaN values (ranked first)
+            kept = E.call("maximum", first_nan, E.const(1, I64), dtype=I64)
+            return E.call("floordiv", E.call("sub", kept, E.const(1, I64), dtype=I64),
+                          E.const(2, I64), dtype=I64)
         return E.call("where", E.call("gt", count, E.const(0, I64), dtype=B), first_nan,
                       middle, dtype=I64)
     return _rank_select(call, x, d, keepdim, wanted, "median")

@@ -71,3 +71,12 @@ def test_views_of_sorted_values_use_eager_strides():
     # strides are eager's for that output
     x = torch.randn(3, 5)
     check(lambda x: (torch.quantile(x, 0.5, dim=0), torch.sort(x.t(), -1).values.reshape(15)), x)
+
+
+def test_nanmedian_skips_nan():
+    # (a row of NaN only is left out: which index eager returns for it depends on the shape)
+    nan = float("nan")
+    x = torch.tensor([[1., nan, 0., nan, 2.], [nan, nan, 6., nan, nan], [3., 1., 2., 5., 4.],
+                      [nan, 4., nan, 1., 7.]])
+    report = check(lambda x: (torch.nanmedian(x, dim=1), torch.nanmedian(x.t(), 0, keepdim=True)), x)
+    assert not report.fallbacks, report.fallbacks
