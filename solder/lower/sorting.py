@@ -216,3 +216,50 @@ def _median_dim(call: Call, x, dim=-1, keepdim=False):
         return E.call("where", E.call("gt", count, E.const(0, I64), dtype=B), first_nan,
                       middle, dtype=I64)
     return _rank_select(call, x, d, keepdim, wanted, "median")
+
+
+# --- searching a sorted sequence: a count of the boundaries before each value ------------------
+
+def _count_before(call: Call, x, boundaries, right: bool):
+    """For each element of ``x``: how many boundaries come before it, ``b < v`` (NaN values
+    after every boundary, as eager's search places them) or ``b <= v`` with ``right``. 1-D
+    boundaries serve every element; N-D ones are searched row by row (leading dims of x)."""
+    if x.dtype.is_complex or boundaries.dtype.is_complex:
+        raise Decline("searching complex values")
+    m = boundaries.size[-1]
+    if not m.is_Integer or int(m) > SORT_MAX_LENGTH or int(m) == 0:
+        raise Decline(f"searching {m} boundaries (at most {SORT_MAX_LENGTH}: the count is "
+                      "linear in them for every value)")
+    if boundaries.ndim > 1 and list(boundaries.size[:-1]) != list(x.size[:-1]):
+        raise Decline("boundaries whose leading dims differ from the values'")
+    lead = boundaries.ndim - 1
+
+    def before(idx):   # x's index, then k
+        v, k = x.load(list(idx[:-1])), idx[-1]
+        b = boundaries.load(list(idx[:-1][:lead]) + [k])
+        if right:
+            return E.cast(E.call("logical_not", E.call("lt", v, b, dtype=B), dtype=B), I64)
+        nan_after = E.call("logical_and", E.call("isnan", v, dtype=B), E.call(
+            "logical_not", E.call("isnan", b, dtype=B), dtype=B), dtype=B)
+        return E.cast(E.call("logical_or", E.call("lt", b, v, dtype=B), nan_after, dtype=B), I64)
+
+    if x.ndim == 0:
+        counted = Virtual([m], I64, call.device, lambda idx: before([idx[0]]))
+        return reduce(call, counted, [0], False, "sum", out_dtype=call.dtype, value_dtype=I64)
+    counted = Virtual(list(x.size) + [m], I64, call.device, before)
+    return reduce(call, counted, [x.ndim], False, "sum", out_dtype=call.dtype, value_dtype=I64)
+
+
+@lowering(aten.bucketize.Tensor)
+def _bucketize(call: Call, x, boundaries, *, out_int32=False, right=False):
+    if boundaries.ndim != 1:
+        raise Decline("bucketize with boundaries that are not 1-D")
+    return _count_before(call, x, boundaries, right)
+
+
+@lowering(aten.searchsorted.Tensor)
+def _searchsorted(call: Call, sorted_sequence, x, *, out_int32=False, right=False, side=None,
+                  sorter=None):
+    if sorter is not None:
+        raise Decline("searchsorted with a sorter")
+    return _count_before(call, x, sorted_sequence, right or side == "right")

@@ -80,3 +80,16 @@ def test_nanmedian_skips_nan():
                       [nan, 4., nan, 1., 7.]])
     report = check(lambda x: (torch.nanmedian(x, dim=1), torch.nanmedian(x.t(), 0, keepdim=True)), x)
     assert not report.fallbacks, report.fallbacks
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, b: torch.bucketize(x, b),
+    lambda x, b: torch.bucketize(x * 1, b, right=True, out_int32=True),
+    lambda x, b: torch.searchsorted(b, x, side="right"),
+    lambda x, b: torch.searchsorted(torch.stack([b, b * 2]), x),
+], ids=["bucketize", "bucketize_right_int32", "searchsorted_side", "searchsorted_rows"])
+def test_searching_sorted_boundaries_matches_eager(fn):
+    b = torch.tensor([1., 3., 5., 7.])
+    x = torch.tensor([[0., 1., 2., 3.], [7., 8., float("nan"), float("-inf")]])
+    report = check(fn, x, b)
+    assert not report.fallbacks, report.fallbacks
