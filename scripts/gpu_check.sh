@@ -58,7 +58,7 @@ for part in "$@"; do
     SOLDER_DEBUG_DIR="$OUT/debug/diag" timeout 120 $PY -m pytest -q -p no:cacheprovider -x $DIAG \
       > "$OUT/diag.txt" 2>&1; tail -5 "$OUT/diag.txt"
     for w in $(find "$OUT/debug/diag" -name wrapper.py 2>/dev/null | head -3); do echo "== $w"; cat "$w"; done
-    (cd "$OUT" && tar czf debug.tgz debug && rm -rf debug)
+    (cd "$OUT" && tar czf debug_diag.tgz debug && rm -rf debug)
     ;;
   esac
 done

@@ -18,6 +18,8 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=15)
     p.add_argument("--cprofile", action="store_true",
                    help="also profile the host side of steady-state calls (Python functions)")
+    p.add_argument("--host-ops", action="store_true",
+                   help="also list the host time by ATen op and CUDA runtime call")
     p.add_argument("--compile", action="store_true",
                    help="Solder only: where the cold compile's time goes, stage by stage")
     args = p.parse_args(argv)
@@ -35,10 +37,18 @@ def main(argv=None) -> int:
     n = 20
     from solder.runtime import launch
     slow_before = launch.SLOW_LAUNCHES
+    import gc
+    collections = [0, 0, 0]
+
+    def count_gc(phase, info):
+        if phase == "start":
+            collections[info["generation"]] += 1
+    gc.callbacks.append(count_gc)
     t0 = time.perf_counter()
     for _ in range(n):
         work.step(fn)
     host = (time.perf_counter() - t0) / n  # host time to issue one call (no sync inside)
+    gc.callbacks.remove(count_gc)
     torch.cuda.synchronize()
     wall = (time.perf_counter() - t0) / n
     slow = (launch.SLOW_LAUNCHES - slow_before) / n
@@ -52,10 +62,17 @@ def main(argv=None) -> int:
     print(f"{args.case} / {args.backend}: wall {wall * 1e3:.3f} ms per call, host issue "
           f"{host * 1e3:.3f} ms, GPU kernels {gpu:.3f} ms"
           + (f", {slow:.1f} launches per call through Triton's Python launcher"
-             if args.backend == "solder" else ""))
+             if args.backend == "solder" else "")
+          + f"; garbage collections per generation in {n} calls: {collections}")
     events.sort(key=lambda e: -e.self_device_time_total)
     for e in events[:args.top]:
         print(f"  {e.self_device_time_total / 5 / 1e3:8.3f} ms  x{e.count // 5:<4} {e.key[:110]}")
+    if args.host_ops:   # where the host's time goes, by ATen op and CUDA runtime call
+        cpu = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CPU]
+        cpu.sort(key=lambda e: -e.self_cpu_time_total)
+        print("host time by op (self, per call of the compiled function):")
+        for e in cpu[:args.top]:
+            print(f"  {e.self_cpu_time_total / 5 / 1e3:8.3f} ms  x{e.count // 5:<5} {e.key[:100]}")
     if args.cprofile:
         import cProfile
         import io

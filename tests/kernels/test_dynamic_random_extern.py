@@ -119,7 +119,7 @@ def test_random_distributions_are_lowered_with_the_right_laws():
     assert abs(((c - 1).abs() < 2).float().mean() - 0.5) < 0.05   # half within sigma of median
     g = _draw(lambda x: torch.empty_like(x).geometric_(0.3), x)
     assert (g >= 1).all() and torch.equal(g, g.round()) and abs(g.mean() - 1 / 0.3) < 0.3
-    r = _draw(lambda x: torch.randint(3, 10, (64, 64)) + x.to(torch.int64), x.zero_())
+    r = _draw(lambda x: torch.randint(3, 10, (64, 64), device=x.device) + x.to(torch.int64), x.zero_())
     assert r.dtype == torch.int64 and r.min() == 3 and r.max() == 9
     counts = torch.bincount(r.flatten() - 3)
     assert counts.min() > 4096 / 7 * 0.8                               # every value, evenly

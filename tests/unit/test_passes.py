@@ -29,12 +29,14 @@ def _checked_inverse(m):
 
 
 def test_an_op_that_returns_nothing_survives_dead_code_removal_and_runs():
-    gm = make_fx(_checked_inverse)(torch.ones(3))
+    # the op has a CPU kernel only: the graph runs on the CPU on every machine
+    cpu = dict(device="cpu")
+    gm = make_fx(_checked_inverse)(torch.ones(3, **cpu))
     prepare_graph(gm)
     targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
     assert torch.ops.solder_test_passes.check_positive.default in targets
     assert torch.ops.aten.sin.default not in targets
-    compiled = compile_graph(gm, [torch.ones(3)], "inference", CompileContext(Config()))
-    torch.testing.assert_close(compiled([torch.full((3,), 2.0)])[0], torch.full((3,), 0.5))
+    compiled = compile_graph(gm, [torch.ones(3, **cpu)], "inference", CompileContext(Config()))
+    torch.testing.assert_close(compiled([torch.full((3,), 2.0, **cpu)])[0], torch.full((3,), 0.5, **cpu))
     with pytest.raises(ValueError, match="not positive"):
-        compiled([torch.tensor([1.0, -1.0, 2.0])])
+        compiled([torch.tensor([1.0, -1.0, 2.0], **cpu)])
