@@ -54,7 +54,7 @@ for part in "$@"; do
       > "$OUT/conformance.txt" 2>&1
     echo "conformance rc=$?"; tail -8 "$OUT/conformance.txt"
     ;;
-  diag)   # DIAG="pytest args": one test with every stage dumped (in debug.tgz)
+  diag)   # DIAG="pytest args": one test with every stage dumped (in debug_diag.tgz)
     SOLDER_DEBUG_DIR="$OUT/debug/diag" timeout 120 $PY -m pytest -q -p no:cacheprovider -x $DIAG \
       > "$OUT/diag.txt" 2>&1; tail -5 "$OUT/diag.txt"
     for w in $(find "$OUT/debug/diag" -name wrapper.py 2>/dev/null | head -3); do echo "== $w"; cat "$w"; done
