@@ -64,7 +64,24 @@ def test_real_and_complex_mixed_in_one_graph():
 
 # -- effect tokens (linalg error checks) ----------------------------------------------------
 
+def _torch_keeps_linalg_checks() -> bool:
+    """Whether AOTAutograd hands a backend linalg's error check at all: torch 2.11 drops
+    ``_linalg_check_errors`` from the graph before any backend sees it (``aot_eager`` does not
+    raise there either), so no backend can raise; later versions keep it."""
+    torch._dynamo.reset()
+    inv = torch.compile(lambda m: torch.linalg.inv(m), backend="aot_eager")
+    try:
+        inv(torch.zeros(3, 3))
+    except torch.linalg.LinAlgError:
+        return True
+    finally:
+        torch._dynamo.reset()
+    return False
+
+
 def test_linalg_error_checks_run_and_raise():
+    if not _torch_keeps_linalg_checks():
+        pytest.skip(f"torch {torch.__version__} drops linalg's error check before the backend")
     a = torch.randn(4, 4) + 4 * torch.eye(4)
     check(lambda m: torch.linalg.inv(m) + 1, a)
     check(lambda m, b: torch.linalg.solve(m, b), a, torch.randn(4))
