@@ -81,7 +81,7 @@ class RecordingRunner(KernelRunner):
         self.recorded: dict[tuple, Any] = {}   # (config key, spec) -> CompiledKernel
         self.generic: dict[tuple, Any] = {}    # (config key, int widths) -> CompiledKernel
         self.generic_failed: dict[tuple, str] = {}
-        self._generic_fn = None
+        self._generic_fns: dict = {}  # shared with the runners of the other call sites
 
     def _launch(self, cfg, args, xnumel, key=None):
         super()._launch(cfg, args, xnumel, key)
@@ -103,14 +103,14 @@ class RecordingRunner(KernelRunner):
                 self.generic[(ck, widths)] = kernel
 
     def _generic(self, cfg):
-        if self._generic_fn is None:
+        if "fn" not in self._generic_fns:
             import triton
             # every runtime argument; constexprs (the block sizes in cfg) stay constants
             names = [p.name for p in self.fn.params
                      if not p.is_constexpr and p.name not in cfg]
-            self._generic_fn = triton.jit(self.fn.fn, do_not_specialize=names,
-                                          do_not_specialize_on_alignment=names)
-        return self._generic_fn
+            self._generic_fns["fn"] = triton.jit(self.fn.fn, do_not_specialize=names,
+                                                 do_not_specialize_on_alignment=names)
+        return self._generic_fns["fn"]
 
 
 def _done(kernel):

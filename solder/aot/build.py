@@ -242,7 +242,9 @@ def _record_binaries(compiled, cfg, graph_args: list, members: dict) -> list:
         if id(fn) not in by_fn:
             by_fn[id(fn)] = RecordingRunner(fn, src, compiled.name, cfg.autotune, {})
             names[id(fn)] = []
-        runners[kname] = by_fn[id(fn)]
+            runners[kname] = by_fn[id(fn)]
+        else:
+            runners[kname] = by_fn[id(fn)].for_call_site()
         names[id(fn)].append(kname)
     call = exec_wrapper(compiled.wrapper, runners, compiled.name)
     with torch.no_grad():

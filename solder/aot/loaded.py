@@ -24,7 +24,8 @@ def exec_wrapper(wrapper, runners: dict, name: str):
     """The ``call(args)`` of a generated wrapper, given its kernel runners (as CompiledGraph
     binds it, with runners of our own choosing)."""
     from ..runtime import support
-    namespace = {"K": runners, "OPS": wrapper.ops, "CONSTS": wrapper.consts, "S": support,
+    namespace = {"K": runners, "OPS": [support.fast_callable(op) for op in wrapper.ops],
+                 "CONSTS": wrapper.consts, "S": support, "R": support.reinterpret,
                  "torch": torch}
     exec(compile(wrapper.source, f"<solder package {name} wrapper>", "exec"), namespace)
     return namespace["call"]
@@ -105,8 +106,8 @@ class LoadedPackage:
             for item in index:
                 first = item["kernels"][0]
                 runner = PackagedKernelRunner(entry.kernels[first], name, item, members, tmp)
-                for k in item["kernels"]:
-                    runners[k] = runner
+                for i, k in enumerate(item["kernels"]):
+                    runners[k] = runner if i == 0 else runner.for_call_site()
         absent = sorted(set(entry.kernels) - set(runners))
         if absent:
             raise PackageError(f"{self.path}: no binaries for kernels {absent}")

@@ -27,6 +27,10 @@ EXTERN_OPS = [
 ]
 
 
+# Library calls that can write into storage the wrapper hands them (a dead buffer of the same
+# size, see codegen/memory_plan.py) instead of allocating their result.
+OUT_VARIANTS = {aten.mm.default: aten.mm.out, aten.bmm.default: aten.bmm.out}
+
 def _interpreting() -> bool:
     # under Triton's interpreter the CPU runs the same lowering as the GPU, so tests see it
     from ..codegen.scalar_ops import interpreting

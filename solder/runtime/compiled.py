@@ -31,8 +31,11 @@ class CompiledGraph:
                 fn = getattr(mod, kname)
                 if id(fn) not in by_fn:  # kernels with identical code share launch tuning
                     by_fn[id(fn)] = KernelRunner(fn, src, name, dump_path, config.autotune, stats)
-                runners[kname] = by_fn[id(fn)]
-        namespace = {"K": runners, "OPS": wrapper.ops, "CONSTS": wrapper.consts, "S": support,
+                    runners[kname] = by_fn[id(fn)]
+                else:
+                    runners[kname] = by_fn[id(fn)].for_call_site()
+        namespace = {"K": runners, "OPS": [support.fast_callable(op) for op in wrapper.ops],
+                 "CONSTS": wrapper.consts, "S": support, "R": support.reinterpret,
                      "torch": torch}
         code = compile(wrapper.source, f"<solder {name} wrapper>", "exec")
         exec(code, namespace)

@@ -1,12 +1,14 @@
 """Load generated kernel modules and launch their kernels with a chosen block configuration."""
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +83,22 @@ class KernelRunner:
         self.autotune = autotune
         self.configs: dict[Any, dict] = {}
         self.fast: dict[Any, Any] = {}   # (config key, specialization) -> compiled kernel
+        # (size arguments, seed specialization, all pointers 16-byte aligned) -> LaunchPlan: the
+        # steady state of a graph is one dict lookup and one call into Triton's C launcher
+        self.plans: dict[Any, LaunchPlan] = {}
+        self.ptr_idx = tuple(i for i, (kind, _) in enumerate(src.args) if kind == "ptr")
+        self.seed_idx = tuple(i for i, (kind, _) in enumerate(src.args) if kind == "seed")
+        self.tail_start = min((i for i, (kind, _) in enumerate(src.args)
+                               if kind in ("size", "numel")), default=len(src.args))
         self.interp = interpreting()
+
+    def for_call_site(self) -> "KernelRunner":
+        """The runner for another call site of the same kernel code: it shares launch configs,
+        compiled kernels and statistics, and keeps its own launch plans (two call sites may pass
+        pointers of different dtypes, which a plan's key leaves out)."""
+        site = copy.copy(self)
+        site.plans = {}
+        return site
 
     def candidates(self, xnumel: int, rnumel: int) -> list[dict]:
         """Launch configs to try; the first is the heuristic choice."""
@@ -117,18 +134,49 @@ class KernelRunner:
                         dict(XBLOCK=8, RBLOCK=512, num_warps=8)])
 
     def __call__(self, *args):
+        key = self._plan_key(args)
+        plan = self.plans.get(key)
+        if plan is not None and _launch_hooks_idle():
+            if plan.grid0:
+                plan.launch(plan.grid0, 1, 1, _raw_stream(_current_device()), plan.function,
+                            plan.cooperative, plan.pdl, None, None, plan.metadata, None, None,
+                            None, *args, *plan.constexprs)
+            return
+        self._call_and_plan(args, key)
+
+    def _plan_key(self, args):
+        acc = 0
+        for i in self.ptr_idx:
+            acc |= args[i].data_ptr()
+        seeds = tuple((args[i] == 1, args[i] % 16 == 0) for i in self.seed_idx)
+        return args[self.tail_start:], seeds, not acc & 15
+
+    def _call_and_plan(self, args, key):
         if self.src.is_reduction:
             xnumel, rnumel = int(args[-2]), int(args[-1])
         else:
             xnumel, rnumel = int(args[-1]), 1
         if xnumel == 0:
+            if not self.interp:
+                self.plans[key] = LaunchPlan(None, 0, None, False, False, None, ())
             return
-        key = (_next_pow2(xnumel), _next_pow2(rnumel))
-        cfg = self.configs.get(key)
+        size_key = (_next_pow2(xnumel), _next_pow2(rnumel))
+        cfg = self.configs.get(size_key)
         if cfg is None:
             cfg = self._choose(args, xnumel, rnumel)
-            self.configs[key] = cfg
-        self._launch(cfg, args, xnumel, key)
+            self.configs[size_key] = cfg
+        kernel = self._launch(cfg, args, xnumel, size_key)
+        if self.interp or not key[2]:
+            return  # a misaligned pointer: _launch's specialization lookup decides each time
+        kernel = kernel or self.fast.get((size_key, _specialization(args)))
+        run = getattr(kernel, "run", None)
+        if (run is not None and getattr(run, "launch", None) is not None
+                and not getattr(run, "global_scratch_size", 1)
+                and not getattr(run, "profile_scratch_size", 1)):
+            grid0 = (xnumel + cfg["XBLOCK"] - 1) // cfg["XBLOCK"]
+            self.plans[key] = LaunchPlan(run.launch, grid0, kernel.function,
+                                         run.launch_cooperative_grid, run.launch_pdl,
+                                         kernel.packed_metadata, tuple(self._constexprs(cfg)))
 
     def _launch(self, cfg, args, xnumel, key=None):
         grid0 = (xnumel + cfg["XBLOCK"] - 1) // cfg["XBLOCK"]
@@ -138,7 +186,7 @@ class KernelRunner:
             if kernel is not None and _launch_hooks_idle():
                 kernel.run(grid0, 1, 1, _stream(), kernel.function, kernel.packed_metadata, None,
                            None, None, *args, *self._constexprs(cfg))
-                return
+                return kernel
         global SLOW_LAUNCHES
         SLOW_LAUNCHES += 1
         t0 = time.perf_counter()
@@ -155,6 +203,7 @@ class KernelRunner:
         if key is not None:  # a first launch of this specialization: mostly compile time
             self.stats["triton_compile"] = self.stats.get("triton_compile", 0.0) + (
                 time.perf_counter() - t0)
+        return kernel
 
     def _constexprs(self, cfg):
         out = [cfg["XBLOCK"]]
@@ -186,6 +235,19 @@ class KernelRunner:
                 best, best_t = cfg, t
         self.stats["autotune"] = self.stats.get("autotune", 0.0) + time.perf_counter() - t_start
         return best
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything a launch of one compiled kernel needs besides its arguments (grid0 0: the
+    kernel has no elements to cover and is skipped)."""
+    launch: Any          # Triton's compiled C launcher (CudaLauncher.launch)
+    grid0: int
+    function: Any
+    cooperative: bool
+    pdl: bool
+    metadata: Any
+    constexprs: tuple
 
 
 def _specialization(args) -> tuple:
@@ -230,6 +292,14 @@ def _launch_hooks_idle() -> bool:
 
 def _hook_idle(hook) -> bool:
     return hook is None or not getattr(hook, "calls", True)
+
+
+def _no_cuda(*_):
+    raise RuntimeError("CUDA launch without torch's CUDA bindings")
+
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _no_cuda)
+_current_device = getattr(torch._C, "_cuda_getDevice", _no_cuda)
 
 
 def _stream():

@@ -1,0 +1,121 @@
+"""Buffer reuse: a new buffer takes the storage of one that is already dead.
+
+Allocating through the caching allocator costs microseconds of host time per buffer, which adds
+up to a large share of a training step's wrapper time. The plan is static: walking the wrapper's
+steps in order, a buffer whose last reader has run goes into a pool keyed by (dtype, device,
+storage span); a later allocation with the same key takes it over (renamed, or reinterpreted when
+its strides differ) instead of allocating. Reuse is exact-size, so peak memory never grows.
+
+Only storage that nothing else can still reach is donated: buffers Solder allocated itself and
+fresh results of library calls. Never a graph input or output, a buffer another buffer writes into
+(a scatter's or in-place update's target, whose storage lives on under the writer's name), an
+element of a library call's result tuple, or anything a user Triton kernel was given (its results
+are the same storage under new names).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from ..ir.nodes import ComputedBuffer, ExternBuffer, Layout
+from ..schedule.fusion import AllocStep, Kernel
+
+
+@dataclass
+class ReusePlan:
+    reuse: dict = field(default_factory=dict)    # receiver name -> donor name
+    donors: set = field(default_factory=set)     # names handed on instead of deleted
+
+    @property
+    def count(self) -> int:
+        return len(self.reuse)
+
+
+def storage_span(layout: Layout):
+    """Elements from the first to one past the last element the layout addresses."""
+    span = sympy.Integer(1)
+    for n, s in zip(layout.size, layout.stride):
+        if n == 0:
+            return sympy.Integer(0)
+        span = span + (sympy.sympify(n) - 1) * sympy.sympify(s)
+    return sympy.expand(span)
+
+
+def _key(layout: Layout):
+    return (layout.dtype, str(layout.device), storage_span(layout))
+
+
+def plan_reuse(graph, steps, last_use: dict, keep: set) -> ReusePlan:
+    """Which allocation takes over which dead buffer, for the wrapper's ``steps``."""
+    from ..lower.user_kernels import UserKernelAlloc
+    from ..ir.nodes import UserKernelCall
+    by_name = graph.by_name
+    never = set(keep)
+    for b in graph.buffers:
+        if isinstance(b, ComputedBuffer) and b.mutates:
+            never.add(b.mutates)
+            never.add(b.name)
+        elif isinstance(b, UserKernelCall):
+            never |= b.reads() | {b.name}
+            never |= {getattr(b, "written", None)} - {None}
+
+    dies_after: dict[int, list] = {}
+    for name, i in last_use.items():
+        dies_after.setdefault(i, []).append(name)
+
+    plan = ReusePlan()
+    pool: dict = {}          # key -> [donor names], most recently freed last
+    donatable: set = set()   # allocated (or returned fresh by a library call) and unaliased
+
+    def take(buf):
+        if buf.layout is None or buf.name in never:
+            return
+        key = _key(buf.layout)
+        free = pool.get(key)
+        if free:
+            exact = [d for d in free if _same_layout(by_name[d].layout, buf.layout)]
+            donor = exact[-1] if exact else free[-1]
+            free.remove(donor)
+            plan.reuse[buf.name] = donor
+            plan.donors.add(donor)
+        donatable.add(buf.name)
+
+    for i, step in enumerate(steps):
+        if isinstance(step, Kernel):
+            for name in step.stores:
+                buf = by_name[name]
+                if not buf.mutates:
+                    take(buf)
+        elif isinstance(step, AllocStep):
+            if not step.buffer.mutates:
+                take(step.buffer)
+        elif isinstance(step.buffer, UserKernelAlloc):
+            take(step.buffer)
+        elif writes_into_given_storage(step.buffer):
+            take(step.buffer)
+        elif _fresh_library_result(step.buffer) and step.buffer.name not in never:
+            donatable.add(step.buffer.name)
+        for name in dies_after.get(i, ()):
+            if name in donatable and name not in never:
+                pool.setdefault(_key(by_name[name].layout), []).append(name)
+    return plan
+
+
+def writes_into_given_storage(buf) -> bool:
+    """A library call with an ``out=`` form whose result layout is the plain contiguous one
+    (``out=`` then writes in place, never resizes or copies)."""
+    from ..lower.extern import OUT_VARIANTS
+    return (_fresh_library_result(buf) and buf.op in OUT_VARIANTS and not buf.kwargs
+            and buf.layout.is_contiguous())
+
+
+def _fresh_library_result(buf) -> bool:
+    return (isinstance(buf, ExternBuffer) and buf.kind == "extern" and buf.tuple_of is None
+            and buf.layout is not None)
+
+
+def _same_layout(a: Layout, b: Layout) -> bool:
+    return (len(a.size) == len(b.size)
+            and all(sympy.expand(sympy.sympify(x) - y) == 0 for x, y in zip(a.size, b.size))
+            and all(sympy.expand(sympy.sympify(x) - y) == 0 for x, y in zip(a.stride, b.stride)))
