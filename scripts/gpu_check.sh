@@ -36,7 +36,7 @@ for part in "$@"; do
           >> "$OUT/profile.txt" 2>> "$OUT/profile.err"
       done
     done
-    for c in ${COMPILE_CASES//,/ }; do
+    for c in ${COMPILE_CASES:+${COMPILE_CASES//,/ }}; do
       SOLDER_CACHE=0 TRITON_CACHE_DIR=$(mktemp -d) timeout 200 $PY -m solder.bench.profile "$c" --compile \
         >> "$OUT/profile.txt" 2>> "$OUT/profile.err"
     done

@@ -39,6 +39,9 @@ class Config:
         "(the solder_debug backend): places a wrong result in capture or in codegen")
     decompose: bool = _setting(True, "apply Solder's decomposition table during capture", True)
     log_compile: bool = _setting(False, "log one line per compiled graph with its stage times")
+    compile_threads: int = _setting(
+        0, "threads that compile a graph's kernels in parallel before its first call (GPU, "
+        "static sizes; 0: one per core this process may use, 1: compile at each first launch)")
     check_indices: bool = _setting(
         False, "check index tensors against the dimension they index (a fused reduction and "
         "an asynchronous assert per indexing op); off, an out-of-range index reads 0 in a "

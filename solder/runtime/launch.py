@@ -211,14 +211,26 @@ class KernelRunner:
             out.append(cfg["RBLOCK"])
         return out
 
-    def _choose(self, args, xnumel, rnumel):
-        cands = self.candidates(xnumel, rnumel)[:TUNE_MAX_CANDIDATES]
+    def will_tune(self, xnumel: int, rnumel: int) -> bool:
         # pointwise kernels are memory-bound and near the copy ceiling on the heuristic config;
         # each candidate costs a Triton compile (most of a cold compile's time), so only
         # reductions, whose best shape depends on the row length, are timed
-        tune = (self.autotune and self.src.is_reduction and len(cands) > 1 and not self.interp
+        return (self.autotune and self.src.is_reduction and not self.interp
+                and len(self.candidates(xnumel, rnumel)[:TUNE_MAX_CANDIDATES]) > 1
                 and torch.cuda.is_available() and xnumel * rnumel >= TUNE_MIN_ELEMENTS)
-        if not tune:
+
+    def planned_configs(self, xnumel: int, rnumel: int) -> list[dict]:
+        """The configs the first call with these sizes will compile: the one already chosen
+        (restored from the cache), the candidates it will time, or the heuristic one."""
+        chosen = self.configs.get((_next_pow2(xnumel), _next_pow2(rnumel)))
+        if chosen is not None:
+            return [chosen]
+        cands = self.candidates(xnumel, rnumel)[:TUNE_MAX_CANDIDATES]
+        return cands if self.will_tune(xnumel, rnumel) else cands[:1]
+
+    def _choose(self, args, xnumel, rnumel):
+        cands = self.candidates(xnumel, rnumel)[:TUNE_MAX_CANDIDATES]
+        if not self.will_tune(xnumel, rnumel):
             return cands[0]
         from triton.testing import do_bench
         t_start = time.perf_counter()

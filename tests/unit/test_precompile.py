@@ -1,0 +1,73 @@
+"""Parallel precompilation (runtime/precompile.py): the compile jobs predicted from a graph are
+exactly the launches its first call makes (same function, pointer dtypes, integers, config), so
+the first call finds every kernel compiled."""
+import pytest
+import torch
+
+import solder
+from solder.runtime import precompile as pre
+from solder.runtime.launch import KernelRunner
+
+
+def _launch_signature(fn, args, cfg):
+    return (id(fn), tuple(a.dtype if isinstance(a, torch.Tensor) else a for a in args),
+            tuple(sorted(cfg.items())))
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    jobs, launches = [], []
+    real_jobs = pre.compile_jobs
+
+    def capture_jobs(*a, **k):
+        out = real_jobs(*a, **k)
+        jobs.extend(out)
+        return out
+
+    def record_launch(self, cfg, args, xnumel, key=None):
+        if key is not None:
+            launches.append(_launch_signature(self.fn, args, cfg))
+        return real_launch(self, cfg, args, xnumel, key)
+
+    real_launch = KernelRunner._launch
+    monkeypatch.setattr(pre, "compile_jobs", capture_jobs)
+    monkeypatch.setattr(KernelRunner, "_launch", record_launch)
+    return jobs, launches
+
+
+def test_jobs_are_the_first_calls_launches(recorded):
+    jobs, launches = recorded
+
+    def f(x, y, mask):
+        a = torch.softmax(x * 2, dim=-1)
+        b = (a + y).sum(0)
+        return a.half(), torch.where(mask, b, 0.0), torch.rand_like(x) + x
+
+    x, y = torch.randn(8, 32), torch.randn(8, 32)
+    solder.explain(f, x, y, torch.rand(32) > 0.5)
+    predicted = {_launch_signature(fn, args, cfg) for fn, args, cfg in jobs}
+    assert len(launches) >= 2 and any(_seeded(l) for l in launches)
+    assert set(map(_without_seed, launches)) == set(map(_without_seed, predicted))
+
+
+def _seeded(launch):
+    return any(isinstance(a, int) and (a == pre._TYPICAL_SEED or a > 1 << 20) for a in launch[1])
+
+
+def _without_seed(launch):
+    """A seed is drawn at each call: equal launches may differ in its value."""
+    fn, args, cfg = launch
+    return fn, tuple("seed" if isinstance(a, int) and (a == pre._TYPICAL_SEED or a > 1 << 20)
+                     else a for a in args), cfg
+
+
+def test_symbolic_sizes_are_left_to_the_first_call(recorded):
+    jobs, launches = recorded
+    f = torch.compile(lambda x: (x * 2).sum(-1), backend="solder", dynamic=True)
+    f(torch.randn(4, 8))
+    assert launches and not jobs
+
+
+def test_nothing_compiles_ahead_on_the_cpu_or_with_one_thread():
+    assert pre.precompile([object(), object()], torch.device("cpu"), 8) == 0.0
+    assert pre.precompile([object(), object()], torch.device("cuda"), 1) == 0.0
