@@ -22,6 +22,9 @@ class BackendResult:
     compile_s: Optional[float] = None   # first call, compile included, caches off
     kernels: Optional[int] = None       # generated kernels (solder: explain; inductor: profiler)
     launches: Optional[int] = None      # GPU kernel launches per call (CUDA only)
+    # solder: launches per call that went through Triton's Python launcher instead of a launch
+    # plan (a steady state should have none; launch hooks of a profiler force them)
+    slow_launches: Optional[int] = None
 
 
 @dataclass

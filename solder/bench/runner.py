@@ -107,6 +107,10 @@ def _run_backend(name: str, work: Workload, expected, settings: Settings,
             r.median_ms = timing.median_ms(lambda: work.step(f), device, settings.warmup_ms,
                                            settings.rep_ms)
             log(f"  median {r.median_ms:.3f} ms")
+            if name == "solder":
+                r.slow_launches = _slow_launches(lambda: work.step(f), device)
+                if r.slow_launches:
+                    log(f"  {r.slow_launches} launches per call through Triton's Python launcher")
             seen = timing.kernel_launches(lambda: work.step(f), device)
             if seen:
                 r.launches = seen["launches"]
@@ -120,6 +124,14 @@ def _run_backend(name: str, work: Workload, expected, settings: Settings,
     if r.status != "ok":
         log(f"  {r.status}: {r.detail}")
     return r
+
+
+def _slow_launches(thunk, device) -> int:
+    from solder.runtime import launch
+    before = launch.SLOW_LAUNCHES
+    thunk()
+    timing.synchronize(device)
+    return launch.SLOW_LAUNCHES - before
 
 
 def _check_finite(outputs) -> None:
