@@ -23,12 +23,8 @@ from .container import PackageError
 def exec_wrapper(wrapper, runners: dict, name: str):
     """The ``call(args)`` of a generated wrapper, given its kernel runners (as CompiledGraph
     binds it, with runners of our own choosing)."""
-    from ..runtime import support
-    namespace = {"K": runners, "OPS": [support.fast_callable(op) for op in wrapper.ops],
-                 "CONSTS": wrapper.consts, "S": support, "R": support.reinterpret,
-                 "torch": torch}
-    exec(compile(wrapper.source, f"<solder package {name} wrapper>", "exec"), namespace)
-    return namespace["call"]
+    from ..runtime.compiled import exec_wrapper as bind
+    return bind(wrapper, runners, f"solder package {name}")
 
 
 class LoadedPackage:

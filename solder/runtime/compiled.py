@@ -34,12 +34,7 @@ class CompiledGraph:
                     runners[kname] = by_fn[id(fn)]
                 else:
                     runners[kname] = by_fn[id(fn)].for_call_site()
-        namespace = {"K": runners, "OPS": [support.fast_callable(op) for op in wrapper.ops],
-                 "CONSTS": wrapper.consts, "S": support, "R": support.reinterpret,
-                     "torch": torch}
-        code = compile(wrapper.source, f"<solder {name} wrapper>", "exec")
-        exec(code, namespace)
-        self._call = namespace["call"]
+        self._call = exec_wrapper(wrapper, runners, f"solder {name}")
         self.runners = runners
         # run once after the first call that returns (the graph cache stores the graph then)
         self.after_first_call = None
@@ -52,3 +47,13 @@ class CompiledGraph:
             hook, self.after_first_call = self.after_first_call, None
             hook()
         return out
+
+
+def exec_wrapper(wrapper, runners: dict, label: str):
+    """The ``call(args)`` of a generated wrapper module, bound to its kernel runners and the
+    names it uses (see codegen/wrapper.py); shared by JIT graphs and loaded packages."""
+    namespace = {"K": runners, "OPS": [support.fast_callable(op) for op in wrapper.ops],
+                 "CONSTS": wrapper.consts, "S": support, "R": support.reinterpret,
+                 "torch": torch}
+    exec(compile(wrapper.source, f"<{label} wrapper>", "exec"), namespace)
+    return namespace["call"]

@@ -1,0 +1,33 @@
+"""Launch plans (runtime/launch.py): the key that picks a compiled kernel without Triton's
+Python launcher must change whenever Triton would specialize differently."""
+from types import SimpleNamespace
+
+import torch
+
+from solder.runtime.launch import KernelRunner
+
+
+def _runner():
+    src = SimpleNamespace(name="k", is_reduction=False, persistent=False, reduction_hint=None,
+                          source="", args=[("ptr", "a"), ("seed", 0), ("ptr", "b"),
+                                           ("numel", "x")])
+    return KernelRunner(None, src, "g", None, autotune=False)
+
+
+def test_plan_key_tells_alignment_seed_and_sizes_apart():
+    r = _runner()
+    a, b = torch.empty(64), torch.empty(64)
+    base = r._plan_key((a, 3, b, 64))
+    assert r._plan_key((a, 5, b, 64)) == base          # same specialization: one plan
+    assert r._plan_key((a, 1, b, 64)) != base          # a seed of 1 is a constant to Triton
+    assert r._plan_key((a, 32, b, 64)) != base         # ... a multiple of 16 is specialized
+    assert r._plan_key((a, 3, b, 65)) != base          # other sizes, other grid
+    assert r._plan_key((a[1:], 3, b, 64)) != base      # a pointer no longer 16-byte aligned
+    assert base[2] and not r._plan_key((a[1:], 3, b, 64))[2]
+
+
+def test_call_sites_share_configs_but_not_plans():
+    r = _runner()
+    site = r.for_call_site()
+    assert site.configs is r.configs and site.fast is r.fast
+    assert site.plans is not r.plans
