@@ -4,6 +4,8 @@
 #   CASES=gelu_chain,softmax scripts/gpu_check.sh bench
 #   scripts/gpu_check.sh tests bench
 #   PROFILE_CASES=resnet50 scripts/gpu_check.sh profile
+#   SWEEP_CASES=layernorm scripts/gpu_check.sh sweep   # launch configs against inductor
+#   AOT_MODELS=gpt2 scripts/gpu_check.sh aot            # AOT packages against inductor's
 #   scripts/gpu_check.sh conformance        # OpInfo suite on the GPU (CONF_ARGS, CONF_JOBS)
 set -u
 OUT=${OUT:-/tmp/solder-gpu}; mkdir -p "$OUT"
@@ -53,6 +55,18 @@ for part in "$@"; do
       ${CONF_ARGS:---dtypes float32 --samples 2} --json "$OUT/conformance.json" \
       > "$OUT/conformance.txt" 2>&1
     echo "conformance rc=$?"; tail -8 "$OUT/conformance.txt"
+    ;;
+  sweep)   # SWEEP_CASES=layernorm,gelu_chain: every launch config of a list against inductor
+    timeout "${SWEEP_S:-300}" $PY scripts/config_sweep.py ${SWEEP_CASES//,/ } --out "$OUT" \
+      > "$OUT/sweep.txt" 2> "$OUT/sweep.err"
+    echo "sweep rc=$?"; sed -n '/^case /,$p' "$OUT/sweep.txt"; tail -3 "$OUT/sweep.err"
+    ;;
+  aot)   # AOT_MODELS=gpt2,resnet50 [AOT_FLAGS=--quick]: packages against inductor's (issue 7)
+    for m in ${AOT_MODELS//,/ }; do
+      timeout "${AOT_S:-300}" $PY -m solder.bench.aot --model $m --out "$OUT/aot" ${AOT_FLAGS:-} \
+        > "$OUT/aot_$m.txt" 2>&1
+      echo "aot $m rc=$?"; tail -14 "$OUT/aot_$m.txt"
+    done
     ;;
   diag)   # DIAG="pytest args": one test with every stage dumped (in debug_diag.tgz)
     SOLDER_DEBUG_DIR="$OUT/debug/diag" timeout 120 $PY -m pytest -q -p no:cacheprovider -x $DIAG \

@@ -242,6 +242,9 @@ class KernelGen:
         self.size_names: dict = {}
         self.seed_names: dict = {}
         self.rref: dict = {}
+        # (reduction type, reduced value) -> the buffer that already reduces it: var_mean and
+        # a separate mean of the same row reduce once
+        self.reduced: dict = {}
         self._tmp = 0
         self.printer = Printer({XINDEX: "xindex", RINDEX: "rindex"})
 
@@ -394,10 +397,22 @@ class KernelGen:
             v = f"({v} != 0).to(tl.int8)"
         return f"tl.where(xmask & rmask, {v}, {ident})"
 
+    def _same_reduction(self, em: Emitter, p) -> bool:
+        """True when an earlier member of this kernel reduces the same value the same way: p
+        then reads that result instead of reducing again."""
+        key = (p.reduction_type, p.value)
+        first = self.reduced.setdefault(key, p.buffer.name)
+        if first == p.buffer.name:
+            return False
+        name = self.rref[first]
+        self.rref[p.buffer.name] = name
+        em.cache[E.Value("rref", (p.buffer.name,), p.buffer.dtype)] = name
+        return True
+
     def _persistent_stage(self, em: Emitter, stage):
         em.mask = "xmask & rmask"
         for p in stage:
-            if p.reduction_type is None:
+            if p.reduction_type is None or self._same_reduction(em, p):
                 continue
             v = em.value(p.value)
             masked = em._tmp(self._masked(em, p, v))
@@ -423,7 +438,12 @@ class KernelGen:
         em.line(f"tl.store({self.ptr(p.buffer.name)} + ({idx}), {val}, xmask)")
 
     def _loop_stage(self, top: Emitter, stage):
-        reds = [p for p in stage if p.reduction_type is not None]
+        reds, dups = [], []
+        for p in stage:
+            if p.reduction_type is not None:
+                key = (p.reduction_type, p.value)
+                (dups if self.reduced.setdefault(key, p.buffer.name) != p.buffer.name
+                 else reds).append(p)
         rlevel = [p for p in stage if p.reduction_type is None and p.level == "r"]
         xlevel = [p for p in stage if p.reduction_type is None and p.level == "x"]
         accs = {}
@@ -461,6 +481,9 @@ class KernelGen:
         for p in reds:
             acc = accs[p.buffer.name]
             self._finalize(top, p, acc[0], acc[1] if len(acc) > 1 else None)
+            self._store_reduction(top, p)
+        for p in dups:
+            self._same_reduction(top, p)
             self._store_reduction(top, p)
         for p in xlevel:
             self._store(top, p, "xmask")

@@ -78,6 +78,25 @@ def test_looped_reduction_when_row_is_long():
     assert "for roffset in range" in report.source()
 
 
+@pytest.mark.parametrize("persistent_max", [4096, 64])
+def test_the_same_reduction_twice_in_a_kernel_reduces_once(persistent_max):
+    # var_mean's own mean and a separate mean of the same row: one tl.sum of x, one of squares
+    import solder
+
+    def f(x):
+        var, mean = torch.var_mean(x, -1)
+        return var, mean, x.mean(-1), x.sum(-1) * 2
+    x = torch.randn(6, 300)
+    opts = {"persistent_reduction_max": persistent_max}
+    torch.testing.assert_close(torch.compile(f, backend="solder", options=opts)(x), f(x),
+                               rtol=1e-5, atol=1e-5)
+    report = solder.explain(f, x, options=opts)
+    assert report.kernel_count == 1
+    src = report.source()
+    reduces = src.count("tl.sum(") if persistent_max > 300 else src.count("= tl.full([XBLOCK, RBLOCK]")
+    assert reduces == 2, src
+
+
 @pytest.mark.parametrize("fn", [
     lambda x, w, b: F.layer_norm(x, (32,), w, b),
     lambda x, w, b: torch.log_softmax(x * w + b, -1),
