@@ -30,9 +30,9 @@ for part in "$@"; do
     for f in "$OUT"/tests?.log; do echo "== $f"; grep -E "^(FAILED|ERROR)|passed|failed" "$f" | tail -25; done
     cat "$OUT"/tests?.log > "$OUT/tests.log"; rm -f "$OUT"/tests?.log
     ;;
-  profile)   # PROFILE_CASES=a,b [PROFILE_BACKENDS="solder"] [COMPILE_CASES=c]: where the time
+  profile)   # PROFILE_CASES=a,b [PROFILE_BACKENDS="solder"] [COMPILE_CASES=c] [WARM_CASES=c]: where the time
              # goes (per call, and a cold compile's stages); Solder's kernels in debug.tgz
-    for c in ${PROFILE_CASES//,/ }; do
+    for c in ${PROFILE_CASES:+${PROFILE_CASES//,/ }}; do
       for b in ${PROFILE_BACKENDS:-inductor solder}; do
         SOLDER_DEBUG_DIR="$OUT/debug/$c" timeout 200 $PY -m solder.bench.profile "$c" --backend $b --top 25 ${PROFILE_FLAGS:-} \
           >> "$OUT/profile.txt" 2>> "$OUT/profile.err"
@@ -41,6 +41,14 @@ for part in "$@"; do
     for c in ${COMPILE_CASES:+${COMPILE_CASES//,/ }}; do
       SOLDER_CACHE=0 TRITON_CACHE_DIR=$(mktemp -d) timeout 200 $PY -m solder.bench.profile "$c" --compile \
         >> "$OUT/profile.txt" 2>> "$OUT/profile.err"
+    done
+    for c in ${WARM_CASES:+${WARM_CASES//,/ }}; do   # a cold compile, then a new process on its caches
+      sc=$(mktemp -d); tc=$(mktemp -d)
+      for run in cold warm; do
+        echo "== $c $run start" >> "$OUT/profile.txt"
+        SOLDER_CACHE_DIR=$sc TRITON_CACHE_DIR=$tc timeout 200 $PY -m solder.bench.profile "$c" --compile \
+          >> "$OUT/profile.txt" 2>> "$OUT/profile.err"
+      done
     done
     cat "$OUT/profile.txt"; tail -3 "$OUT/profile.err"
     (cd "$OUT" && tar czf debug.tgz debug && rm -rf debug)

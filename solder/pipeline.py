@@ -86,9 +86,13 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
         t0 = time.perf_counter()
         report.timings = {"capture": max(0.0, t0 - ctx.started) if ctx.started else 0.0,
                           "cache": "hit"}
-        compiled = graph_cache.load(cache, key, name, config, report)
-        if compiled is not None:
+        loaded = graph_cache.load(cache, key, name, config, report)
+        if loaded is not None:
+            compiled, (jobs, device) = loaded
             report.timings["load"] = time.perf_counter() - t0
+            # Triton reads the kernels' binaries back from its cache, in parallel
+            report.timings["parallel_compile"] = _precompile(jobs, device, config,
+                                                             report.timings)
             ctx.started = None
             if config.log_compile:
                 log.warning("solder: %s: %d kernels from the cache in %.0f ms", name,
@@ -133,10 +137,12 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
     compiled = CompiledGraph(name, wrapper, module_src, kernels, config,
                              os.path.join(dump, "kernels.py") if dump else None, report.timings)
     report.timings["load"] = time.perf_counter() - t3
-    report.timings["parallel_compile"] = _precompile(compiled, steps, graph, config)
+    jobs, device = _compile_jobs(compiled, steps, graph)
+    report.timings["parallel_compile"] = _precompile(jobs, device, config, report.timings)
     if key is not None:
         cache_state = graph_cache.store_after_first_call(
-            compiled, cache, key, name, wrapper, module_src, kernels, report, graph)
+            compiled, cache, key, name, wrapper, module_src, kernels, report, graph,
+            (jobs, device))
     report.timings["cache"] = cache_state
     ctx.started = None  # the next graph's capture starts after this one
     if config.log_compile:
@@ -148,13 +154,20 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
     return compiled
 
 
-def _precompile(compiled, steps, graph, config) -> float:
+def _compile_jobs(compiled, steps, graph):
+    """(the graph's precompile jobs, its device); no jobs where there are no kernels."""
     from .runtime import precompile as pre
     device = next((b.layout.device for b in graph.buffers if b.layout is not None), None)
     if device is None or not compiled.runners:
+        return [], device
+    return pre.compile_jobs(compiled, steps, graph.by_name), device
+
+
+def _precompile(jobs, device, config, stats) -> float:
+    from .runtime import precompile as pre
+    if not jobs:
         return 0.0
-    jobs = pre.compile_jobs(compiled, steps, graph.by_name)
-    return pre.precompile(jobs, device, config.compile_threads or pre.default_threads())
+    return pre.precompile(jobs, device, config.compile_threads or pre.default_threads(), stats)
 
 
 def _interpreting() -> bool:

@@ -102,13 +102,19 @@ def _compile_breakdown(name, work) -> int:
     torch.cuda.synchronize()
     total = time.perf_counter() - t0
     stages: dict = {}
+    counts: dict = {}
     for g in ctx.graphs:
         for k, v in g.timings.items():
-            if isinstance(v, float):   # seconds (kernel counts are ints)
+            if isinstance(v, float):   # seconds
                 stages[k] = stages.get(k, 0.0) + v
+            elif isinstance(v, int):   # kernel counts
+                counts[k] = counts.get(k, 0) + v
+            else:                      # the cache state
+                counts[f"cache {v}"] = counts.get(f"cache {v}", 0) + 1
     kernels = sum(len(g.kernels) for g in ctx.graphs)
     print(f"{name} / solder compile: {total:.2f} s for the first call, {len(ctx.graphs)} graphs, "
           f"{kernels} kernels")
+    print("  " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
     for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
         print(f"  {k:<16} {v:8.2f} s")
     print(f"  {'(rest: dynamo, autograd, python)':<16} {total - sum(stages.values()):8.2f} s")

@@ -29,6 +29,7 @@ import sympy
 import torch
 
 from ..codegen.triton_kernel import KernelSource
+from .precompile import decode_jobs, encode_jobs
 
 log = logging.getLogger("solder")
 
@@ -208,6 +209,7 @@ class Entry:
     kernels: dict           # name -> KernelSource
     report: dict
     launch_configs: dict = dataclasses.field(default_factory=dict)  # name -> [[x, r, cfg]]
+    precompile: dict = dataclasses.field(default_factory=dict)      # runtime/precompile.py
 
 
 def decode(files: dict, name: str) -> Entry:
@@ -229,7 +231,7 @@ def decode(files: dict, name: str) -> Entry:
     report = dict(meta["report"])
     report["wrapper"] = source
     return Entry(wrapper, files["kernels.py"].decode(), kernels, report,
-                 dict(meta.get("launch_configs", {})))
+                 dict(meta.get("launch_configs", {})), dict(meta.get("precompile", {})))
 
 
 def _size(text: str):
@@ -266,7 +268,8 @@ def prepare(gm, kind: str, config, interpreting: bool):
 
 
 def load(cache, key: str, name: str, config, report):
-    """The ``CompiledGraph`` stored under ``key`` with ``report`` filled in, or None on a miss.
+    """(the ``CompiledGraph`` stored under ``key``, with ``report`` filled in; its precompile
+    jobs and device), or None on a miss.
     An entry that does not rebuild is a miss too: compiling again gives the right graph."""
     from .compiled import CompiledGraph
     files = cache.get(key)
@@ -277,33 +280,38 @@ def load(cache, key: str, name: str, config, report):
         compiled = CompiledGraph(name, entry.wrapper, entry.module_src, entry.kernels, config,
                                  None, report.timings)
         _restore_launch_configs(compiled, entry.launch_configs)
+        jobs = decode_jobs(entry.precompile, compiled) if entry.precompile else ([], None)
     except Exception as e:  # noqa: BLE001 - any failure means: compile it instead
         log.warning("solder: cached graph %s did not load (%s: %s); compiling it again",
                     key[:12], type(e).__name__, e)
         return None
     fill_report(report, entry.report)
-    return compiled
+    return compiled, jobs
 
 
 def store_after_first_call(compiled, cache, key: str, name: str, wrapper, module_src: str,
-                           kernels: dict, report, graph) -> str:
+                           kernels: dict, report, graph, precompile=None) -> str:
     """Arrange for the entry to be written once the graph has run: a kernel that fails to
     compile or launch is never cached. Returns the report's cache state."""
     try:
         files = encode(name, wrapper, module_src, kernels, report, graph)
     except Uncacheable as e:
         return f"skip ({e})"
-    compiled.after_first_call = lambda: cache.put(key, with_launch_configs(files, compiled))
+    compiled.after_first_call = lambda: cache.put(
+        key, with_launch_configs(files, compiled, precompile))
     return "miss"
 
 
-def with_launch_configs(files: dict, compiled) -> dict:
+def with_launch_configs(files: dict, compiled, precompile=None) -> dict:
     """The entry with the launch configs its first call chose (tuned ones included), so that a
-    later process tunes nothing."""
+    later process tunes nothing, and the compile jobs of those configs (``precompile``: the
+    graph's jobs and device), so that it loads their binaries in parallel."""
     meta = json.loads(files["meta.json"].decode())
     meta["launch_configs"] = {
         name: [[x, r, cfg] for (x, r), cfg in sorted(runner.configs.items())]
         for name, runner in compiled.runners.items()}
+    if precompile is not None and precompile[0]:
+        meta["precompile"] = encode_jobs(precompile[0], compiled, precompile[1])
     return {**files, "meta.json": json.dumps(meta, sort_keys=True).encode()}
 
 

@@ -52,6 +52,35 @@ def load_module(source: str, cache_dir: str | None, stem: str = "kernels"):
         return mod
 
 
+class count_compiles:
+    """Counts Triton compiles inside the block into ``stats``: ``triton_built`` (compiled now)
+    and ``triton_cached`` (found in Triton's cache). Chains to a listener the user set."""
+
+    def __init__(self, stats: dict):
+        self.stats = stats
+        self.hits: list[bool] = []   # appended from compile threads: list.append is atomic
+
+    def __enter__(self):
+        from triton import knobs
+        self.knobs = knobs.compilation
+        self.previous = prev = self.knobs.listener
+        hits = self.hits
+
+        def listener(*, cache_hit=False, **kw):
+            hits.append(bool(cache_hit))
+            if prev is not None:
+                prev(cache_hit=cache_hit, **kw)
+        self.knobs.listener = listener
+        return self
+
+    def __exit__(self, *exc):
+        self.knobs.listener = self.previous
+        cached = sum(self.hits)
+        self.stats["triton_cached"] = self.stats.get("triton_cached", 0) + cached
+        self.stats["triton_built"] = self.stats.get("triton_built", 0) + len(self.hits) - cached
+        return False
+
+
 def _next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
@@ -191,7 +220,11 @@ class KernelRunner:
         SLOW_LAUNCHES += 1
         t0 = time.perf_counter()
         try:
-            kernel = self.fn[(grid0,)](*args, **cfg)
+            if self.interp:
+                kernel = self.fn[(grid0,)](*args, **cfg)
+            else:
+                with count_compiles(self.stats):
+                    kernel = self.fn[(grid0,)](*args, **cfg)
         except Exception as e:
             where = f" (generated source: {self.dump_path})" if self.dump_path else ""
             raise KernelCompileError(

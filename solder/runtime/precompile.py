@@ -11,25 +11,37 @@ ptxas, so the compiles overlap. The results land in Triton's in-memory and on-di
 exactly the key a real launch computes, and the first call finds them there. A guess that
 misses (an input that is not aligned, a seed divisible by 16) only means that launch compiles as
 before; a kernel that fails to compile fails again at its launch, with Solder's error message.
+
+The graph cache stores the jobs of the configs the first call kept (``encode_jobs``): a later
+process that loads the graph from the cache runs them the same way, and Triton then only reads
+the binaries back from its own cache, in parallel, before the first call needs them.
 """
 from __future__ import annotations
 
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
 
 import torch
 
 from ..codegen.scalar_ops import interpreting
-from .launch import TUNE_MAX_CANDIDATES
+from .launch import TUNE_MAX_CANDIDATES, count_compiles
 
 # a seed value with the specialization most draws have (not 1, not a multiple of 16, 32 bits)
 _TYPICAL_SEED = 12345
 
 
-def compile_jobs(compiled, steps, by_name) -> list:
-    """(jit function, warmup arguments, launch config) for each kernel launch the graph's first
-    call will make, where its sizes are static; duplicates removed."""
+class Job(NamedTuple):
+    kernel: str     # the kernel's name in its graph
+    fn: Any         # its @triton.jit function
+    args: list      # as ``warmup`` takes them: pointer dtypes, seed and numel values
+    cfg: dict       # launch config
+
+
+def compile_jobs(compiled, steps, by_name) -> list[Job]:
+    """One job for each kernel launch the graph's first call will make, where its sizes are
+    static; duplicates removed."""
     from ..schedule.fusion import Kernel
     jobs, seen = [], set()
     for step in steps:
@@ -57,20 +69,60 @@ def compile_jobs(compiled, steps, by_name) -> list:
                 key = (id(runner.fn), tuple(map(str, args)), tuple(sorted(cfg.items())))
                 if key not in seen:
                     seen.add(key)
-                    jobs.append((runner.fn, args, cfg))
+                    jobs.append(Job(step.name, runner.fn, args, cfg))
     return jobs
 
 
-def precompile(jobs: list, device: torch.device, threads: int) -> float:
-    """Compiles ``jobs`` (from ``compile_jobs``) on ``threads`` threads; returns the seconds it
-    took (0 where there is nothing to do: the interpreter, a CPU graph, one thread)."""
+def encode_jobs(jobs: list[Job], compiled, device: torch.device) -> dict:
+    """The jobs whose config the graph's first call kept, as JSON for the graph cache."""
+    kept = []
+    for job in jobs:
+        runner = compiled.runners.get(job.kernel)
+        if runner is not None and job.cfg in runner.configs.values():
+            args = [f"dtype:{str(a).removeprefix('torch.')}" if isinstance(a, torch.dtype)
+                    else a for a in job.args]
+            kept.append([job.kernel, args, job.cfg])
+    return {"device": str(device), "jobs": kept}
+
+
+def decode_jobs(data: dict, compiled) -> tuple[list[Job], torch.device]:
+    """``encode_jobs``'s result back as jobs for ``compiled``; raises ValueError on anything
+    that is not a job of this graph."""
+    device = torch.device(data["device"])
+    jobs = []
+    for kernel, args, cfg in data["jobs"]:
+        runner = compiled.runners.get(kernel)
+        if runner is None or not isinstance(cfg, dict) or not all(
+                isinstance(k, str) and type(v) is int for k, v in cfg.items()):
+            raise ValueError(f"bad precompile job for kernel {kernel!r}")
+        decoded = []
+        for a in args:
+            if isinstance(a, str) and a.startswith("dtype:"):
+                dt = getattr(torch, a[len("dtype:"):], None)
+                if not isinstance(dt, torch.dtype):
+                    raise ValueError(f"bad dtype {a!r} in a precompile job")
+                decoded.append(dt)
+            elif type(a) is int:
+                decoded.append(a)
+            else:
+                raise ValueError(f"bad argument {a!r} in a precompile job")
+        jobs.append(Job(kernel, runner.fn, decoded, cfg))
+    return jobs, device
+
+
+def precompile(jobs: list[Job], device: torch.device, threads: int,
+               stats: dict | None = None) -> float:
+    """Compiles ``jobs`` on ``threads`` threads, counting Triton's builds and cache hits into
+    ``stats``; returns the seconds it took (0 where there is nothing to do: the interpreter, a
+    CPU graph, one thread)."""
     if threads <= 1 or len(jobs) < 2 or interpreting() or device.type != "cuda":
         return 0.0
     from triton import AsyncCompileMode
     t0 = time.perf_counter()
-    with torch.cuda.device(device), ThreadPoolExecutor(min(threads, len(jobs))) as pool, \
+    with count_compiles(stats if stats is not None else {}), torch.cuda.device(device), \
+            ThreadPoolExecutor(min(threads, len(jobs))) as pool, \
             AsyncCompileMode(pool, ignore_errors=True):
-        for fn, args, cfg in jobs:
+        for _, fn, args, cfg in jobs:
             try:
                 fn.warmup(*args, grid=(1,), **cfg)
             except Exception:  # noqa: BLE001 - the launch compiles it again and reports

@@ -94,6 +94,52 @@ def test_a_hit_reuses_the_launch_configs_and_chooses_none(tmp_path, monkeypatch,
         torch.testing.assert_close(a, b)
 
 
+def test_a_hit_precompiles_the_kept_configs_of_the_first_call(tmp_path, monkeypatch, device):
+    # the entry keeps the compile jobs of the configs the first call launched; a hit hands
+    # exactly those to the parallel precompile (Triton then reads its binaries back)
+    from solder.runtime import precompile as pre
+    from solder.runtime.launch import KernelRunner
+    launched, handed = set(), []
+    real_launch, real_pre = KernelRunner._launch, pre.precompile
+
+    def record_launch(self, cfg, args, xnumel, key=None):
+        launched.add((self.src.name, tuple(a.dtype if isinstance(a, torch.Tensor) else a
+                                           for a in args), tuple(sorted(cfg.items()))))
+        return real_launch(self, cfg, args, xnumel, key)
+
+    def record_precompile(jobs, device, threads, stats=None):
+        handed.append((jobs, device))
+        return real_pre(jobs, device, threads, stats)
+    monkeypatch.setattr(KernelRunner, "_launch", record_launch)
+    monkeypatch.setattr(pre, "precompile", record_precompile)
+
+    def g(x, y):
+        return (x.cos() * 2).sum(1), (x.exp() + y).to(torch.float16)
+    x, y = torch.randn(8, 32, device=device), torch.randn(8, 32, device=device)
+    assert states(explain(g, x, y, d=tmp_path)) == ["miss"]
+    handed.clear()
+    assert states(explain(g, x, y, d=tmp_path)) == ["hit"]
+    ((jobs, dev),) = handed
+    assert dev == x.device and jobs
+    assert {(j.kernel, tuple(j.args), tuple(sorted(j.cfg.items()))) for j in jobs} == launched
+
+
+def test_a_damaged_precompile_list_is_a_miss(tmp_path, device):
+    import json
+    x = torch.randn(8, 32, device=device)
+    explain(lambda x: x.exp().sum(1), x, d=tmp_path)
+    (entry,) = entries(tmp_path)
+    meta_path = next(entry.rglob("meta.json"))
+    meta = json.loads(meta_path.read_bytes())
+    meta["precompile"]["jobs"][0][1][0] = "dtype:not_a_dtype"
+    files = {p.name: p.read_bytes() for p in entry.iterdir() if p.name != "manifest.json"}
+    files["meta.json"] = json.dumps(meta).encode()
+    from solder.runtime.cache import DiskCache
+    DiskCache(tmp_path).put(entry.name, files)  # a well-formed entry with a bad job in it
+    torch._dynamo.reset()
+    assert states(explain(lambda x: x.exp().sum(1), x, d=tmp_path)) == ["miss"]
+
+
 def test_forward_and_backward_graphs_hit(tmp_path, monkeypatch, device):
     def g(x):
         return (x.sin() * x).sum(1)

@@ -45,7 +45,7 @@ def test_jobs_are_the_first_calls_launches(recorded):
 
     x, y = torch.randn(8, 32), torch.randn(8, 32)
     solder.explain(f, x, y, torch.rand(32) > 0.5)
-    predicted = {_launch_signature(fn, args, cfg) for fn, args, cfg in jobs}
+    predicted = {_launch_signature(j.fn, j.args, j.cfg) for j in jobs}
     assert len(launches) >= 2 and any(_seeded(l) for l in launches)
     assert set(map(_without_seed, launches)) == set(map(_without_seed, predicted))
 
