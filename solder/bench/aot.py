@@ -220,7 +220,7 @@ def _try(results: dict, key: str, fn):
         results[key] = fn()
     except Exception as e:  # noqa: BLE001 - one side failing still reports the other
         results[key] = {"error": f"{type(e).__name__}: {str(e)[:4000]}"}
-        print(f"[{key}] failed: {results[key]['error'][-600:]}", file=sys.stderr)
+        print(f"[{key}] failed: {results[key]['error'][:2000]}", file=sys.stderr)
 
 
 def run_all(args) -> dict:
