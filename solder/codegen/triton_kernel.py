@@ -22,6 +22,7 @@ from ..ir.indexing import FloorDiv, ModIndex
 from ..schedule.fusion import Kernel
 from ..schedule.prepare import RINDEX, XINDEX
 from . import scalar_ops
+from .launch_configs import exact_cover
 
 TL_DTYPE = {
     torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
@@ -50,6 +51,7 @@ class KernelSource:
     int64: bool
     origins: list = field(default_factory=list)
     reduction_hint: str = "inner"   # "outer": rows are strided in memory (column reductions)
+    even: bool = False  # every launch config tiles the sizes exactly: no bounds masks
 
 
 # sizes of symbolic shapes arrive with PyTorch's own sympy functions (Mod, FloorDiv, ...)
@@ -156,7 +158,11 @@ class Emitter:
             if mask is not None:
                 m = f"({m}) & ({self.value(mask)})"
             ptr = g.ptr(buf)
-            expr = f"tl.load({ptr} + ({idx}), {m}, other=0)"
+            hint = ""
+            if g.kernel.is_reduction and XINDEX not in index.free_symbols \
+                    and RINDEX in index.free_symbols:
+                hint = ", eviction_policy='evict_last'"  # a weight every row reads: keep in L2
+            expr = f"tl.load({ptr} + ({idx}), {m}, other=0{hint})"
             if reg_dtype(v.dtype) != v.dtype:
                 expr += ".to(tl.float32)"
             return self._tmp(expr)
@@ -242,6 +248,7 @@ class KernelGen:
         self.size_names: dict = {}
         self.seed_names: dict = {}
         self.rref: dict = {}
+        self.even = False
         # (reduction type, reduced value) -> the buffer that already reduces it: var_mean and
         # a separate mean of the same row reduce once
         self.reduced: dict = {}
@@ -283,6 +290,8 @@ class KernelGen:
             self.size_symbols([p.store_index] + [e for v in [p.value] + extra
                                                  for e in E.index_exprs(v)])
         self.size_symbols([k.xnumel, k.rnumel])
+        self.even = exact_cover(k.is_reduction, k.persistent, k.reduction_hint == "outer",
+                                k.xnumel, k.rnumel)
         body = self._body()
         sig = []
         for kind, what in self.args:
@@ -302,17 +311,19 @@ class KernelGen:
         doc += [f"    # from: {s}" for s in k.source_lines()[:6]]
         src = "\n".join(header + doc + body) + "\n"
         return KernelSource(k.name, src, list(self.args), k.is_reduction, k.persistent,
-                            k.xnumel, k.rnumel, self.int64, origins, k.reduction_hint)
+                            k.xnumel, k.rnumel, self.int64, origins, k.reduction_hint, self.even)
 
     def _body(self) -> list[str]:
         k = self.kernel
         ind = "    "
         pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
         lines = []
+        # sizes every launch config tiles exactly: all-true masks, which Triton drops
+        xmask = "tl.full([XBLOCK], 1, tl.int1)" if self.even else "xindex < xnumel"
         if not k.is_reduction:
             lines += [f"{ind}xoffset = {pid} * XBLOCK",
                       f"{ind}xindex = xoffset + tl.arange(0, XBLOCK)",
-                      f"{ind}xmask = xindex < xnumel"]
+                      f"{ind}xmask = {xmask}"]
             em = Emitter(self, ind)
             for name, p in k.prepared.items():
                 if name in k.stores:
@@ -320,18 +331,21 @@ class KernelGen:
             return lines + em.lines
         lines += [f"{ind}xoffset = {pid} * XBLOCK",
                   f"{ind}xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
-                  f"{ind}xmask = xindex < xnumel"]
+                  f"{ind}xmask = {xmask}[:, None]"]
         top = Emitter(self, ind)
         stages = self._stages()
         if k.persistent:
             lines += [f"{ind}rindex = tl.arange(0, RBLOCK)[None, :]",
-                      f"{ind}rmask = rindex < rnumel"]
+                      f"{ind}rmask = {self._rmask()}"]
             for stage in stages:
                 self._persistent_stage(top, stage)
             return lines + top.lines
         for stage in stages:
             self._loop_stage(top, stage)
         return lines + top.lines
+
+    def _rmask(self) -> str:
+        return "tl.full([1, RBLOCK], 1, tl.int1)" if self.even else "rindex < rnumel"
 
     def _stages(self):
         """Split members into stages: a member that reads a reduction result of this kernel at
@@ -462,7 +476,7 @@ class KernelGen:
             inner = Emitter(self, top.indent + "    ", parent=top)
             inner.mask = "xmask & rmask"
             inner.line("rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
-            inner.line("rmask = rindex < rnumel")
+            inner.line(f"rmask = {self._rmask()}")
             for p in reds:
                 v = inner.value(p.value)
                 masked = inner._tmp(self._masked(inner, p, v))

@@ -126,7 +126,7 @@ def _kernel_fields(k: KernelSource) -> dict:
     return {"name": k.name, "source": k.source, "args": [list(a) for a in k.args],
             "is_reduction": k.is_reduction, "persistent": k.persistent, "int64": k.int64,
             "xnumel": str(k.xnumel), "rnumel": str(k.rnumel), "origins": list(k.origins),
-            "reduction_hint": k.reduction_hint}
+            "reduction_hint": k.reduction_hint, "even": k.even}
 
 
 def _op_name(op) -> str:
@@ -225,7 +225,8 @@ def decode(files: dict, name: str) -> Entry:
             name=f["name"], source=f["source"], args=[tuple(a) for a in f["args"]],
             is_reduction=bool(f["is_reduction"]), persistent=bool(f["persistent"]),
             xnumel=_size(f["xnumel"]), rnumel=_size(f["rnumel"]), int64=bool(f["int64"]),
-            origins=list(f["origins"]), reduction_hint=f["reduction_hint"])
+            origins=list(f["origins"]), reduction_hint=f["reduction_hint"],
+            even=bool(f.get("even", False)))
     wrapper = WrapperModule(source, [_resolve_op(q) for q in meta["ops"]],
                             [_dec(c) for c in meta["consts"]])
     report = dict(meta["report"])

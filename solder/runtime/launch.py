@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ..codegen import launch_configs
 from ..codegen.scalar_ops import interpreting
 from ..codegen.triton_kernel import KernelSource
 
@@ -81,18 +82,17 @@ class count_compiles:
         return False
 
 
-def _next_pow2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+_next_pow2 = launch_configs.next_pow2
 
 
 # Launches that went through Triton's Python launcher (first launches, new specializations)
 # rather than the compiled kernel directly: a steady state should add none (bench.profile).
 SLOW_LAUNCHES = 0
 
-# Kernels this small run on a heuristic config: timing candidates costs a Triton compile each,
-# far more than the best config could save.
-TUNE_MIN_ELEMENTS = 1 << 22
-TUNE_MAX_CANDIDATES = 3
+# Kernels smaller than TUNE_MIN_ELEMENTS run on a heuristic config: timing candidates costs a
+# Triton compile each, far more than the best config could save.
+TUNE_MIN_ELEMENTS = launch_configs.TUNE_MIN_ELEMENTS
+TUNE_MAX_CANDIDATES = launch_configs.TUNE_MAX_CANDIDATES
 
 
 class KernelRunner:
@@ -131,36 +131,9 @@ class KernelRunner:
 
     def candidates(self, xnumel: int, rnumel: int) -> list[dict]:
         """Launch configs to try; the first is the heuristic choice."""
-        interp = self.interp
-        if not self.src.is_reduction:
-            if interp:
-                return [dict(XBLOCK=min(_next_pow2(xnumel), 8192))]
-            first = dict(XBLOCK=1024, num_warps=4) if xnumel >= 1 << 16 else \
-                dict(XBLOCK=max(32, min(1024, _next_pow2(xnumel))), num_warps=4)
-            return _unique([first, dict(XBLOCK=512, num_warps=4), dict(XBLOCK=2048, num_warps=8),
-                            dict(XBLOCK=4096, num_warps=8)])
-        outer = self.src.reduction_hint == "outer"
-        if self.src.persistent:
-            rb = _next_pow2(rnumel)
-            if interp:
-                return [dict(XBLOCK=max(1, min(_next_pow2(xnumel), 16384 // rb)), RBLOCK=rb)]
-            out = []
-            for elems in ((4096, 2048, 8192) if outer else (2048, 1024, 4096, 8192)):
-                xb = max(1, min(elems // rb, _next_pow2(xnumel), 128 if outer else 64))
-                warps = 4 if rb * xb <= 2048 else (8 if rb * xb <= 8192 else 16)
-                out.append(dict(XBLOCK=xb, RBLOCK=rb, num_warps=warps))
-                if rb * xb >= 4096:  # long rows: more warps hide more latency
-                    out.append(dict(XBLOCK=xb, RBLOCK=rb, num_warps=min(32, warps * 2)))
-            return _unique(out)
-        if interp:
-            return [dict(XBLOCK=1, RBLOCK=min(_next_pow2(rnumel), 4096))]
-        if outer:  # rows are strided in memory: many rows per program keep loads coalesced
-            return _unique([dict(XBLOCK=64, RBLOCK=64, num_warps=8),
-                            dict(XBLOCK=128, RBLOCK=32, num_warps=8),
-                            dict(XBLOCK=32, RBLOCK=128, num_warps=8)])
-        return _unique([dict(XBLOCK=1, RBLOCK=2048, num_warps=8),
-                        dict(XBLOCK=1, RBLOCK=4096, num_warps=16),
-                        dict(XBLOCK=8, RBLOCK=512, num_warps=8)])
+        return launch_configs.candidates(self.src.is_reduction, self.src.persistent,
+                                         self.src.reduction_hint == "outer", xnumel, rnumel,
+                                         self.interp)
 
     def __call__(self, *args):
         key = self._plan_key(args)
@@ -194,6 +167,12 @@ class KernelRunner:
         if cfg is None:
             cfg = self._choose(args, xnumel, rnumel)
             self.configs[size_key] = cfg
+        if self.src.even and not launch_configs.covers(
+                cfg, self.src.persistent, xnumel, rnumel if self.src.is_reduction else None):
+            # a kernel without bounds masks must never run a partial block
+            raise KernelCompileError(
+                f"Solder kernel {self.src.name} of graph {self.graph_name} has no bounds masks "
+                f"but launch config {cfg} does not tile its sizes ({xnumel}, {rnumel})")
         kernel = self._launch(cfg, args, xnumel, size_key)
         if self.interp or not key[2]:
             return  # a misaligned pointer: _launch's specialization lookup decides each time
@@ -354,11 +333,3 @@ def _stream():
     if raw is None or device is None:
         return torch.cuda.current_stream().cuda_stream
     return raw(device())
-
-
-def _unique(cfgs):
-    out = []
-    for c in cfgs:
-        if c not in out:
-            out.append(c)
-    return out
