@@ -331,7 +331,8 @@ class KernelGen:
             return lines + em.lines
         lines += [f"{ind}xoffset = {pid} * XBLOCK",
                   f"{ind}xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
-                  f"{ind}xmask = {xmask}[:, None]"]
+                  f"{ind}xmask = " + ("tl.full([XBLOCK, 1], 1, tl.int1)" if self.even
+                                                 else "xindex < xnumel")]
         top = Emitter(self, ind)
         stages = self._stages()
         if k.persistent:

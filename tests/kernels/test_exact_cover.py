@@ -33,7 +33,13 @@ def test_row_reduction_masks_follow_the_size(rows, cols, unmasked):
     check(f, x, w, kernels=1)
     src = _source(f, x, w)
     assert ("rmask = tl.full([1, RBLOCK], 1, tl.int1)" in src) == unmasked, src
+    assert "xnumel[" not in src  # a size is a scalar on the GPU (the interpreter is lenient)
     assert "eviction_policy='evict_last'" in src  # w is read by every row
+
+
+def test_a_full_reduction_keeps_scalar_masks():
+    src = _source(lambda t: (t.prod(), (t > 1).sum()), torch.rand(5, 7) + 0.5)
+    assert "xmask = xindex < xnumel\n" in src, src
 
 
 def test_symbolic_sizes_keep_their_masks():
