@@ -10,8 +10,8 @@ groups=("$k/test_reductions.py $k/test_conformance_fixes.py $k/test_exact_cover.
         "$k/test_training.py $k/test_user_kernels.py $k/test_dynamic_random_extern.py $k/test_launch_gpu.py")
 i=0
 for g in "${groups[@]}"; do
-  timeout "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider -rfE $g > "$OUT/kt$i.log" 2>&1 &
+  timeout -s INT "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider -rfE $g > "$OUT/kt$i.log" 2>&1 &
   i=$((i+1))
 done
 wait
-for f in "$OUT"/kt?.log; do echo "== $f"; grep -E "^(FAILED|ERROR)|passed|failed" "$f" | tail -12; done
+for f in "$OUT"/kt?.log; do echo "== $f"; grep -E "^(FAILED|ERROR)|passed|failed|Interrupt" "$f" | tail -12; done
