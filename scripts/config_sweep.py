@@ -22,10 +22,12 @@ from solder.bench.timing import median_ms
 from solder.runtime import launch
 
 SWEEPS = {
-    # reductions: (XBLOCK, RBLOCK from the row, num_warps)
-    "layernorm": [(xb, w) for xb in (1, 2, 4) for w in (4, 8, 16, 32) if xb * 4096 // (w * 32) >= 4],
-    "rmsnorm_residual": [(xb, w) for xb in (1, 2, 4) for w in (4, 8, 16)],
-    "softmax": [(xb, w) for xb in (1, 2) for w in (8, 16, 32)],
+    # reductions: (XBLOCK, num_warps, RELOAD) with RBLOCK from the row; RELOAD 1 reads rows
+    # again in later stages (kernels without the RELOAD form ignore it)
+    "layernorm": [(xb, w, r) for xb in (1, 2, 4) for w in (4, 8, 16, 32) for r in (0, 1)
+                  if xb * 4096 // (w * 32) >= 4],
+    "rmsnorm_residual": [(xb, w, r) for xb in (1, 2, 4) for w in (4, 8, 16) for r in (0, 1)],
+    "softmax": [(xb, w, r) for xb in (1, 2) for w in (8, 16, 32) for r in (0, 1)],
     # pointwise: (XBLOCK, num_warps)
     "gelu_chain": [(xb, w) for xb in (512, 1024, 2048, 4096, 8192) for w in (4, 8, 16)
                    if xb // (w * 32) >= 2],
@@ -36,7 +38,8 @@ def _forced(config):
     def candidates(self, xnumel, rnumel):
         if self.src.is_reduction:
             rb = 1 << max(0, (rnumel - 1).bit_length())
-            return [dict(XBLOCK=config[0], RBLOCK=rb, num_warps=config[1])]
+            cfg = dict(XBLOCK=config[0], RBLOCK=rb, num_warps=config[1])
+            return [dict(cfg, RELOAD=config[2]) if self.src.reload else cfg]
         return [dict(XBLOCK=config[0], num_warps=config[1])]
     return candidates
 

@@ -19,8 +19,21 @@ def next_pow2(n: int) -> int:
 
 
 def candidates(is_reduction: bool, persistent: bool, outer: bool, xnumel: int, rnumel: int,
-               interp: bool) -> list[dict]:
-    """Launch configs to try, best guess first."""
+               interp: bool, reload: bool = False) -> list[dict]:
+    """Launch configs to try, best guess first. ``reload``: the kernel takes a RELOAD constexpr
+    (keep its rows in registers, 0, or read them again, 1); the second candidate then reads
+    them again, with the most warps, so tuning compares the two forms."""
+    cfgs = _block_candidates(is_reduction, persistent, outer, xnumel, rnumel, interp)
+    if not reload:
+        return cfgs
+    kept = [dict(c, RELOAD=0) for c in cfgs]
+    if interp:
+        return kept
+    again = dict(cfgs[0], RELOAD=1, num_warps=max(c.get("num_warps", 4) for c in cfgs))
+    return _unique([kept[0], again] + kept[1:])
+
+
+def _block_candidates(is_reduction, persistent, outer, xnumel, rnumel, interp) -> list[dict]:
     if not is_reduction:
         if interp:
             return [dict(XBLOCK=min(next_pow2(xnumel), 8192))]

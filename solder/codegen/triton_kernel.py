@@ -52,6 +52,7 @@ class KernelSource:
     origins: list = field(default_factory=list)
     reduction_hint: str = "inner"   # "outer": rows are strided in memory (column reductions)
     even: bool = False  # every launch config tiles the sizes exactly: no bounds masks
+    reload: bool = False  # a persistent kernel with a RELOAD constexpr (see _persistent_body)
 
 
 # sizes of symbolic shapes arrive with PyTorch's own sympy functions (Mod, FloorDiv, ...)
@@ -116,6 +117,7 @@ class Emitter:
         self.cache: dict = {}
         self.lines: list[str] = []
         self.mask = "xmask"
+        self.reloading = False  # loads of rows read for a second time: let them leave L2
 
     def lookup(self, v):
         e = self
@@ -159,9 +161,11 @@ class Emitter:
                 m = f"({m}) & ({self.value(mask)})"
             ptr = g.ptr(buf)
             hint = ""
-            if g.kernel.is_reduction and XINDEX not in index.free_symbols \
-                    and RINDEX in index.free_symbols:
-                hint = ", eviction_policy='evict_last'"  # a weight every row reads: keep in L2
+            if g.kernel.is_reduction and RINDEX in index.free_symbols:
+                if XINDEX not in index.free_symbols:
+                    hint = ", eviction_policy='evict_last'"  # a weight every row reads: keep in L2
+                elif self.reloading:
+                    hint = ", eviction_policy='evict_first'"  # the row's last read
             expr = f"tl.load({ptr} + ({idx}), {m}, other=0{hint})"
             if reg_dtype(v.dtype) != v.dtype:
                 expr += ".to(tl.float32)"
@@ -249,6 +253,7 @@ class KernelGen:
         self.seed_names: dict = {}
         self.rref: dict = {}
         self.even = False
+        self.reload = False
         # (reduction type, reduced value) -> the buffer that already reduces it: var_mean and
         # a separate mean of the same row reduce once
         self.reduced: dict = {}
@@ -304,6 +309,7 @@ class KernelGen:
         sig += size_args + ["xnumel"] + ([rnumel] if k.is_reduction else [])
         self.args += [("numel", "x")] + ([("numel", "r")] if k.is_reduction else [])
         sig += ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if k.is_reduction else [])
+        sig += ["RELOAD: tl.constexpr"] if self.reload else []
         header = [f"@triton.jit", f"def {k.name}({', '.join(sig)}):"]
         origins = k.origins()
         doc = [f"    # fuses: {', '.join(origins)}"] if origins else []
@@ -311,7 +317,8 @@ class KernelGen:
         doc += [f"    # from: {s}" for s in k.source_lines()[:6]]
         src = "\n".join(header + doc + body) + "\n"
         return KernelSource(k.name, src, list(self.args), k.is_reduction, k.persistent,
-                            k.xnumel, k.rnumel, self.int64, origins, k.reduction_hint, self.even)
+                            k.xnumel, k.rnumel, self.int64, origins, k.reduction_hint, self.even,
+                            self.reload)
 
     def _body(self) -> list[str]:
         k = self.kernel
@@ -338,9 +345,7 @@ class KernelGen:
         if k.persistent:
             lines += [f"{ind}rindex = tl.arange(0, RBLOCK)[None, :]",
                       f"{ind}rmask = {self._rmask()}"]
-            for stage in stages:
-                self._persistent_stage(top, stage)
-            return lines + top.lines
+            return lines + self._persistent_body(top, stages)
         for stage in stages:
             self._loop_stage(top, stage)
         return lines + top.lines
@@ -423,6 +428,58 @@ class KernelGen:
         self.rref[p.buffer.name] = name
         em.cache[E.Value("rref", (p.buffer.name,), p.buffer.dtype)] = name
         return True
+
+    def _persistent_body(self, top: Emitter, stages) -> list[str]:
+        """The stages of a persistent kernel. Where later stages read the row again (a layer
+        norm's normalize step after its sums), the kernel can either keep the row in registers
+        or load it again (from L2) in each later stage, so that no row is held in registers
+        across a reduction. Neither wins everywhere (a hand-written two-pass layer norm beat
+        the register-held one by 2-3% on an H200, 4096-wide fp32 rows), so both are generated
+        under a RELOAD constexpr and the launch tuner times them."""
+        self._persistent_stage(top, stages[0])
+        rest = stages[1:]
+        self.reload = self._can_reload(rest)
+        if not self.reload:
+            for stage in rest:
+                self._persistent_stage(top, stage)
+            return top.lines
+        rref, reduced = dict(self.rref), dict(self.reduced)
+        # each later stage loads what it reads anew: no row stays in registers across a
+        # reduction; only row results (rrefs) carry over, and the last read may leave L2
+        known = {v: n for v, n in top.cache.items() if v.op == "rref"}
+        reloaded = []
+        for i, stage in enumerate(rest):
+            again = Emitter(self, top.indent + "    ")
+            again.cache = dict(known)
+            again.reloading = i == len(rest) - 1
+            self._persistent_stage(again, stage)
+            known.update((v, n) for v, n in again.cache.items() if v.op == "rref")
+            reloaded += again.lines
+        self.rref, self.reduced = rref, reduced
+        kept = Emitter(self, top.indent + "    ", parent=top)
+        for stage in rest:
+            self._persistent_stage(kept, stage)
+        return (top.lines + [f"{top.indent}if RELOAD:  # read the row again (from L2)"]
+                + reloaded + [f"{top.indent}else:  # keep the row in registers"] + kept.lines)
+
+    def _can_reload(self, later_stages) -> bool:
+        """Whether later stages read rows at element level and no buffer this kernel writes is
+        also read by it (a reload would see the new values)."""
+        k = self.kernel
+        if not later_stages or k.reduction_hint == "outer":
+            return False
+        target = lambda b: getattr(self.by_name[b], "mutates", None) or b  # noqa: E731
+        loaded, row_reads = set(), False
+        for p in k.prepared.values():
+            for v in E.walk(p.value):
+                if v.op == "load":
+                    loaded.add(target(v.args[0]))
+        for stage in later_stages:
+            for p in stage:
+                row_reads |= any(v.op == "load" and RINDEX in sympy.sympify(v.args[1]).free_symbols
+                                 and XINDEX in sympy.sympify(v.args[1]).free_symbols
+                                 for v in E.walk(p.value))
+        return row_reads and not loaded & {target(b) for b in k.stores}
 
     def _persistent_stage(self, em: Emitter, stage):
         em.mask = "xmask & rmask"

@@ -126,7 +126,7 @@ def _kernel_fields(k: KernelSource) -> dict:
     return {"name": k.name, "source": k.source, "args": [list(a) for a in k.args],
             "is_reduction": k.is_reduction, "persistent": k.persistent, "int64": k.int64,
             "xnumel": str(k.xnumel), "rnumel": str(k.rnumel), "origins": list(k.origins),
-            "reduction_hint": k.reduction_hint, "even": k.even}
+            "reduction_hint": k.reduction_hint, "even": k.even, "reload": k.reload}
 
 
 def _op_name(op) -> str:
@@ -226,7 +226,7 @@ def decode(files: dict, name: str) -> Entry:
             is_reduction=bool(f["is_reduction"]), persistent=bool(f["persistent"]),
             xnumel=_size(f["xnumel"]), rnumel=_size(f["rnumel"]), int64=bool(f["int64"]),
             origins=list(f["origins"]), reduction_hint=f["reduction_hint"],
-            even=bool(f.get("even", False)))
+            even=bool(f.get("even", False)), reload=bool(f.get("reload", False)))
     wrapper = WrapperModule(source, [_resolve_op(q) for q in meta["ops"]],
                             [_dec(c) for c in meta["consts"]])
     report = dict(meta["report"])

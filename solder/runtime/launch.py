@@ -133,7 +133,7 @@ class KernelRunner:
         """Launch configs to try; the first is the heuristic choice."""
         return launch_configs.candidates(self.src.is_reduction, self.src.persistent,
                                          self.src.reduction_hint == "outer", xnumel, rnumel,
-                                         self.interp)
+                                         self.interp, self.src.reload)
 
     def __call__(self, *args):
         key = self._plan_key(args)
@@ -221,6 +221,8 @@ class KernelRunner:
         out = [cfg["XBLOCK"]]
         if self.src.is_reduction:
             out.append(cfg["RBLOCK"])
+        if self.src.reload:
+            out.append(cfg["RELOAD"])
         return out
 
     def will_tune(self, xnumel: int, rnumel: int) -> bool:

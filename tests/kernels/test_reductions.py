@@ -93,6 +93,8 @@ def test_the_same_reduction_twice_in_a_kernel_reduces_once(persistent_max):
     report = solder.explain(f, x, options=opts)
     assert report.kernel_count == 1
     src = report.source()
+    if "if RELOAD:" in src:  # count in one of the two forms (test_reload_rows.py)
+        src = src[:src.index("if RELOAD:")] + src[src.index("else:  # keep"):]
     reduces = src.count("tl.sum(") if persistent_max > 300 else src.count("= tl.full([XBLOCK, RBLOCK]")
     assert reduces == 2, src
 

@@ -18,21 +18,26 @@ DTYPES = [torch.float32, torch.bfloat16, torch.int64]
 
 
 def both(prop):
-    """The property as a quick test and as a slow one with many examples."""
-    quick = QUICK(given(data=st.data())(prop))
-    slow = pytest.mark.slow(MANY(given(data=st.data())(prop)))
+    """The property as a quick test and as a slow one with many examples. Each example seeds
+    torch's generator from the drawn data, so the tensors are as reproducible as the draws."""
+    def seeded(data):
+        torch.manual_seed(data.draw(st.integers(0, 2**32 - 1), label="torch seed"))
+        prop(data)
+    seeded.__name__ = prop.__name__
+    quick = QUICK(given(data=st.data())(seeded))
+    slow = pytest.mark.slow(MANY(given(data=st.data())(seeded)))
     return quick, slow
 
 
-def compare(fn, *args):
+def compare(fn, *args, **tol):
     torch._dynamo.reset()
     eager_args, solder_args = clone_args(args), clone_args(args)
     ref = fn(*eager_args)
     out = torch.compile(fn, backend="solder")(*solder_args)
-    assert_same(out, ref)
+    assert_same(out, ref, **tol)
     for a, b in zip(solder_args, eager_args):
         if isinstance(a, torch.Tensor):
-            assert_same(a, b)
+            assert_same(a, b, **tol)
 
 
 def values(shape, dtype):
@@ -210,7 +215,10 @@ def _index_ops(data):
         k = data.draw(st.integers(1, 6))
         index = torch.randint(0, n, (k,))
         src = values(shape[:dim] + [k] + shape[dim + 1:], dtype)
-        compare(lambda a, i, s: (a + 1).index_add(dim, i, s, alpha=2), a, index, src)
+        # eager rounds a bf16 slot after each of its (up to k) additions; Solder adds in fp32
+        # and rounds once: allow one bf16 rounding per term
+        tol = dict(rtol=1.6e-2 * k, atol=1.6e-2 * k) if dtype == torch.bfloat16 else {}
+        compare(lambda a, i, s: (a + 1).index_add(dim, i, s, alpha=2), a, index, src, **tol)
     elif op == "masked_scatter":
         mask = torch.rand(shape[data.draw(st.integers(0, len(shape) - 1)):]) > 0.5
         src = values([_numel(shape) + data.draw(st.integers(0, 2))], dtype)
