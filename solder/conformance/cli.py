@@ -52,8 +52,25 @@ def build_parser() -> argparse.ArgumentParser:
                         "(for hangs the per-sample limit cannot interrupt; default 7200)")
     p.add_argument("--explain", action=argparse.BooleanOptionalAction, default=True,
                    help="classify ops with solder.explain (backend solder only; default on)")
+    p.add_argument("--shard", metavar="I/N", default=None,
+                   help="only the I-th of N interleaved parts of the selected ops (1 <= I <= N): "
+                        "a long run split over several sessions; --write-expected-failures then "
+                        "keeps what other shards listed")
     p.add_argument("-q", "--quiet", action="store_true", help="no line per op")
     return p
+
+
+def shard(ops: list, spec: str | None) -> list:
+    """``ops[i-1::n]`` for ``spec`` "i/n"; raises ValueError on a malformed spec."""
+    if spec is None:
+        return ops
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard wants I/N (two integers), got {spec!r}") from None
+    if not 1 <= i <= n:
+        raise ValueError(f"--shard {spec}: I must be between 1 and N")
+    return ops[i - 1::n]
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -78,7 +95,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         names = list(CI_OPS)
     samples = args.samples if args.samples is not None else (2 if args.ci else None)
     try:
-        ops = select_ops(names)
+        ops = shard(select_ops(names), args.shard)
         dtypes = tuple(parse_dtypes(args.dtypes, device))
     except (KeyError, ValueError) as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
@@ -96,7 +113,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                        timeout_s=args.timeout, explain=args.explain)
 
     print(f"OpInfo conformance: backend {args.backend}, device {device}, dtypes "
-          f"{','.join(dtypes)}, {len(ops)} ops, samples per case: {samples or 'all'}, "
+          f"{','.join(dtypes)}, {len(ops)} ops{f' (shard {args.shard})' if args.shard else ''}, "
+          f"samples per case: {samples or 'all'}, "
           f"gradients: {'on' if args.grad else 'off'}, expected failures: {xfail_path} "
           f"({len(expected)} listed)", flush=True)
     progress = None if args.quiet else _progress_printer(len(ops))
@@ -117,6 +135,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"backend": args.backend, "device": device, "dtypes": list(dtypes),
+                       "shard": args.shard,
                        "samples": samples, "grad": args.grad, "seconds": round(seconds, 1),
                        "torch": torch.__version__, "summary": summary,
                        "ops": table(results)}, f, indent=1)

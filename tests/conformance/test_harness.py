@@ -182,3 +182,21 @@ def test_cli_parallel_jobs(tmp_path):
     table = json.loads(out.read_text())
     assert [row["op"] for row in table["ops"]] == ["abs", "neg", "sum"]
     assert all(row["outcome"] == "passed" for row in table["ops"])
+
+
+def test_shards_split_the_ops_without_overlap(tmp_path):
+    ops = [f"op{i}" for i in range(7)]
+    parts = [cli.shard(ops, f"{i}/3") for i in (1, 2, 3)]
+    assert sorted(sum(parts, [])) == sorted(ops) and parts[0] == ["op0", "op3", "op6"]
+    assert cli.shard(ops, None) == ops
+    for bad in ("0/3", "4/3", "1-3", "a/b"):
+        with pytest.raises(ValueError):
+            cli.shard(ops, bad)
+    out = tmp_path / "out.json"
+    argv = ["--backend", "aot_eager", "--device", "cpu", "--ops", "abs,neg,sum", "--samples",
+            "1", "--no-grad", "-q", "--shard", "2/2", "--json", str(out),
+            "--expected-failures", str(tmp_path / "none.txt")]
+    assert cli.main(argv) == 0
+    assert [row["op"] for row in json.loads(out.read_text())["ops"]] == ["neg"]
+    argv[argv.index("2/2")] = "3/2"
+    assert cli.main(argv) == 2   # a bad spec is a usage error
