@@ -95,8 +95,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
                                                              report.timings)
             ctx.started = None
             if config.log_compile:
-                log.warning("solder: %s: %d kernels from the cache in %.0f ms", name,
-                            len(compiled.runners), 1e3 * report.timings["load"])
+                compiled.after_first_call.append(lambda: log.warning(compile_log_line(report)))
             return compiled
 
     from .codegen.triton_kernel import generate
@@ -145,13 +144,30 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
             (jobs, device))
     report.timings["cache"] = cache_state
     ctx.started = None  # the next graph's capture starts after this one
-    if config.log_compile:
-        t = report.timings
-        log.warning("solder: %s: %d kernels; capture %.0f ms, lower %.0f ms, schedule %.0f ms, "
-                    "codegen %.0f ms, parallel Triton compile %.0f ms", name, len(kernels),
-                    1e3 * t["capture"], 1e3 * t["lower"], 1e3 * t["schedule"],
-                    1e3 * t["codegen"], 1e3 * t["parallel_compile"])
+    if config.log_compile:  # after the first call: Triton's and the tuner's time are known then
+        compiled.after_first_call.append(lambda: log.warning(compile_log_line(report)))
     return compiled
+
+
+_LOGGED_STAGES = (("capture", "capture"), ("lower", "lower"), ("schedule", "schedule"),
+                  ("codegen", "codegen"), ("load", "load"),
+                  ("parallel_compile", "parallel Triton compile"),
+                  ("triton_compile", "first launches"), ("autotune", "tuning"))
+
+
+def compile_log_line(report) -> str:
+    """One line for ``log_compile``: where a graph's compile went, stage by stage."""
+    t = report.timings
+    kernels = t.get("kernels", len(report.kernels))
+    counts = [f"{kernels} kernels"]
+    if "distinct_kernels" in t:
+        counts.append(f"{t['distinct_kernels']} distinct")
+    if "triton_built" in t or "triton_cached" in t:
+        counts.append(f"Triton built {t.get('triton_built', 0)}, found "
+                      f"{t.get('triton_cached', 0)} compiled")
+    stages = ", ".join(f"{label} {1e3 * t[key]:.0f} ms" for key, label in _LOGGED_STAGES
+                       if isinstance(t.get(key), float))
+    return f"solder: {report.name}: {'; '.join(counts)}; {stages}; cache {t.get('cache', 'off')}"
 
 
 def _compile_jobs(compiled, steps, graph):

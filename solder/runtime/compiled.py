@@ -36,16 +36,18 @@ class CompiledGraph:
                     runners[kname] = by_fn[id(fn)].for_call_site()
         self._call = exec_wrapper(wrapper, runners, f"solder {name}")
         self.runners = runners
-        # run once after the first call that returns (the graph cache stores the graph then)
-        self.after_first_call = None
+        # run once, in order, after the first call that returns (the graph cache stores the
+        # graph then; the compile log reports Triton's and the tuner's share)
+        self.after_first_call: list = []
 
     def __call__(self, *args):
         # boxed (one list, as AOTAutograd calls forward graphs) or plain positional arguments
         args = args[0] if len(args) == 1 and isinstance(args[0], list) else list(args)
         out = list(self._call(args))
-        if self.after_first_call is not None:
-            hook, self.after_first_call = self.after_first_call, None
-            hook()
+        if self.after_first_call:
+            hooks, self.after_first_call = self.after_first_call, []
+            for hook in hooks:
+                hook()
         return out
 
 

@@ -298,8 +298,8 @@ def store_after_first_call(compiled, cache, key: str, name: str, wrapper, module
         files = encode(name, wrapper, module_src, kernels, report, graph)
     except Uncacheable as e:
         return f"skip ({e})"
-    compiled.after_first_call = lambda: cache.put(
-        key, with_launch_configs(files, compiled, precompile))
+    compiled.after_first_call.append(lambda: cache.put(
+        key, with_launch_configs(files, compiled, precompile)))
     return "miss"
 
 
