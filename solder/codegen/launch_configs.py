@@ -64,6 +64,12 @@ def _block_candidates(is_reduction, persistent, outer, xnumel, rnumel, interp) -
                     dict(XBLOCK=8, RBLOCK=512, num_warps=8)])
 
 
+def is_launch_config(cfg) -> bool:
+    """Whether ``cfg`` (read back from a cache entry) has the shape of a launch config."""
+    return isinstance(cfg, dict) and all(isinstance(k, str) and type(v) is int
+                                         for k, v in cfg.items())
+
+
 def covers(cfg: dict, persistent: bool, xnumel: int, rnumel: int | None) -> bool:
     """Whether ``cfg`` tiles the sizes with no partial block (so masks are all true)."""
     if xnumel % cfg["XBLOCK"]:

@@ -469,16 +469,10 @@ class KernelGen:
         if not later_stages or k.reduction_hint == "outer":
             return False
         target = lambda b: getattr(self.by_name[b], "mutates", None) or b  # noqa: E731
-        loaded, row_reads = set(), False
-        for p in k.prepared.values():
-            for v in E.walk(p.value):
-                if v.op == "load":
-                    loaded.add(target(v.args[0]))
-        for stage in later_stages:
-            for p in stage:
-                row_reads |= any(v.op == "load" and RINDEX in sympy.sympify(v.args[1]).free_symbols
-                                 and XINDEX in sympy.sympify(v.args[1]).free_symbols
-                                 for v in E.walk(p.value))
+        loaded = {target(v.args[0]) for p in k.prepared.values() for v in E.walk(p.value)
+                  if v.op == "load"}
+        row_reads = any(v.op == "load" and {XINDEX, RINDEX} <= sympy.sympify(v.args[1]).free_symbols
+                        for stage in later_stages for p in stage for v in E.walk(p.value))
         return row_reads and not loaded & {target(b) for b in k.stores}
 
     def _persistent_stage(self, em: Emitter, stage):

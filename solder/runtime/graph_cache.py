@@ -28,6 +28,7 @@ from typing import Any
 import sympy
 import torch
 
+from ..codegen.launch_configs import is_launch_config
 from ..codegen.triton_kernel import KernelSource
 from .precompile import decode_jobs, encode_jobs
 
@@ -281,13 +282,13 @@ def load(cache, key: str, name: str, config, report):
         compiled = CompiledGraph(name, entry.wrapper, entry.module_src, entry.kernels, config,
                                  None, report.timings)
         _restore_launch_configs(compiled, entry.launch_configs)
-        jobs = decode_jobs(entry.precompile, compiled) if entry.precompile else ([], None)
+        precompile = decode_jobs(entry.precompile, compiled) if entry.precompile else ([], None)
     except Exception as e:  # noqa: BLE001 - any failure means: compile it instead
         log.warning("solder: cached graph %s did not load (%s: %s); compiling it again",
                     key[:12], type(e).__name__, e)
         return None
     fill_report(report, entry.report)
-    return compiled, jobs
+    return compiled, precompile
 
 
 def store_after_first_call(compiled, cache, key: str, name: str, wrapper, module_src: str,
@@ -322,7 +323,6 @@ def _restore_launch_configs(compiled, stored: dict) -> None:
         if runner is None:
             raise ValueError(f"launch configs for an unknown kernel {name!r}")
         for x, r, cfg in entries:
-            if not (isinstance(x, int) and isinstance(r, int) and isinstance(cfg, dict)
-                    and all(isinstance(k, str) and type(v) is int for k, v in cfg.items())):
+            if not (isinstance(x, int) and isinstance(r, int) and is_launch_config(cfg)):
                 raise ValueError(f"bad launch config for {name}")
             runner.configs.setdefault((x, r), cfg)

@@ -25,8 +25,9 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ..codegen.launch_configs import is_launch_config
 from ..codegen.scalar_ops import interpreting
-from .launch import TUNE_MAX_CANDIDATES, count_compiles
+from .launch import count_compiles
 
 # a seed value with the specialization most draws have (not 1, not a multiple of 16, 32 bits)
 _TYPICAL_SEED = 12345
@@ -92,8 +93,7 @@ def decode_jobs(data: dict, compiled) -> tuple[list[Job], torch.device]:
     jobs = []
     for kernel, args, cfg in data["jobs"]:
         runner = compiled.runners.get(kernel)
-        if runner is None or not isinstance(cfg, dict) or not all(
-                isinstance(k, str) and type(v) is int for k, v in cfg.items()):
+        if runner is None or not is_launch_config(cfg):
             raise ValueError(f"bad precompile job for kernel {kernel!r}")
         decoded = []
         for a in args:

@@ -71,3 +71,22 @@ def test_symbolic_sizes_are_left_to_the_first_call(recorded):
 def test_nothing_compiles_ahead_on_the_cpu_or_with_one_thread():
     assert pre.precompile([object(), object()], torch.device("cpu"), 8) == 0.0
     assert pre.precompile([object(), object()], torch.device("cuda"), 1) == 0.0
+
+
+def test_compiles_are_counted_as_built_or_found_and_a_user_listener_still_hears_them():
+    from triton import knobs
+
+    from solder.runtime.launch import count_compiles
+    heard, stats = [], {"triton_built": 1}
+    knobs.compilation.listener = lambda **kw: heard.append(kw["cache_hit"])
+    try:
+        with count_compiles(stats):
+            for hit in (True, False, True):   # what Triton reports for each compile
+                knobs.compilation.listener(src=None, metadata={}, metadata_group={},
+                                           times=None, cache_hit=hit)
+        assert stats == {"triton_built": 2, "triton_cached": 2}
+        assert heard == [True, False, True]
+        knobs.compilation.listener(cache_hit=False)   # restored: counted no more
+        assert stats["triton_built"] == 2 and len(heard) == 4
+    finally:
+        knobs.compilation.listener = None
