@@ -229,13 +229,24 @@ def _gradients(fn: Callable, sample, seed: int, wrapper: Callable) -> dict:
     return {"outputs requiring grad": len(outputs), "gradient": grads}
 
 
+# the ops OpInfo marks has_nondeterministic_output (torch 2.13), for releases without the flag
+UNINITIALIZED_OUTPUT_OPS = frozenset({
+    "empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided",
+    "torch.ops.aten._efficient_attention_forward", "torch.ops.aten._flash_attention_forward"})
+
+
+def _uninitialized_output(op, name: str) -> bool:
+    flag = getattr(op, "has_nondeterministic_output", None)
+    return flag if flag is not None else name in UNINITIALIZED_OUTPUT_OPS
+
+
 def _check_strength(op, name: str, kind: str, run: Callable, fn: Callable, sample,
                     expected: dict) -> str:
     """values, distribution (random ops) or metadata (uninitialized outputs).
 
     A sample of a listed random op is still compared by value when 16 eager runs with
     different seeds agree (dropout with p=0, rrelu in eval mode); other ops get one try."""
-    if op.has_nondeterministic_output:
+    if _uninitialized_output(op, name):
         return "metadata"
     tries = 16 if name in RANDOM_OPS else 1
     try:
