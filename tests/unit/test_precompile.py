@@ -90,3 +90,40 @@ def test_compiles_are_counted_as_built_or_found_and_a_user_listener_still_hears_
         assert stats["triton_built"] == 2 and len(heard) == 4
     finally:
         knobs.compilation.listener = None
+
+
+def test_compiled_kernels_are_loaded_in_the_pool(monkeypatch):
+    # after compiling, each distinct kernel's binary is loaded and its launcher built on the
+    # pool's threads (the ``run`` property), not left to the first launch; a kernel that fails
+    # to load is left to its launch, which reports it
+    import contextlib
+    import threading
+
+    loaded, main = [], threading.get_ident()
+
+    class Compiled:
+        def __init__(self, fail=False):
+            self.fail = fail
+
+        @property
+        def run(self):
+            loaded.append((id(self), threading.get_ident()))
+            if self.fail:
+                raise RuntimeError("no binary")
+            return lambda *a: None
+
+    kernels = [Compiled(), Compiled(), Compiled(fail=True)]
+
+    class Fn:
+        def __init__(self, k):
+            self.k = k
+
+        def warmup(self, *args, grid, **cfg):
+            return self.k
+
+    jobs = [pre.Job(f"k{i}", Fn(k), [], {"XBLOCK": 1}) for i, k in enumerate(kernels)]
+    jobs.append(pre.Job("k0_again", Fn(kernels[0]), [], {"XBLOCK": 2}))  # one binary, one load
+    seconds = pre._compile_and_load(jobs, contextlib.nullcontext, 4, {})
+    assert seconds > 0
+    assert sorted(i for i, _ in loaded) == sorted(id(k) for k in kernels)
+    assert all(t != main for _, t in loaded)
