@@ -149,13 +149,31 @@ def _le(a, b) -> bool:
     return bool(diff.is_nonnegative)
 
 
+# simplify_index results by (expression, extents of its symbols): a model's layers repeat the
+# same index expressions, and each is simplified for every kernel that a buffer is tried in
+_SIMPLIFIED: dict = {}
+_SIMPLIFIED_MAX = 1 << 16
+
+
 def simplify_index(expr, ranges: Mapping[sympy.Symbol, sympy.Expr]):
     """Remove FloorDiv/ModIndex that the ranges prove trivial; bottom-up."""
     expr = sympy.sympify(expr)
     if not expr.has(FloorDiv, ModIndex):
         return expr
+    key = (expr, frozenset((s, ranges.get(s)) for s in expr.free_symbols))
+    got = _SIMPLIFIED.get(key)
+    if got is None:
+        if len(_SIMPLIFIED) >= _SIMPLIFIED_MAX:
+            _SIMPLIFIED.clear()
+        got = _SIMPLIFIED[key] = _simplify(expr, ranges)
+    return got
+
+
+def _simplify(expr, ranges):
+    if not expr.has(FloorDiv, ModIndex):
+        return expr
     if isinstance(expr, (FloorDiv, ModIndex)):
-        a = simplify_index(expr.args[0], ranges)
+        a = _simplify(expr.args[0], ranges)
         b = expr.args[1]
         lo, hi = bounds(a, ranges)
         if isinstance(expr, ModIndex):
@@ -165,7 +183,7 @@ def simplify_index(expr, ranges: Mapping[sympy.Symbol, sympy.Expr]):
         if lo is not None and _le(0, lo) and _le(hi, b - 1):
             return sympy.Integer(0)
         return FloorDiv(a, b)
-    out = expr.func(*[simplify_index(a, ranges) for a in expr.args])
+    out = expr.func(*[_simplify(a, ranges) for a in expr.args])
     return _recombine(out) if out.is_Add else out
 
 

@@ -69,3 +69,14 @@ def test_kernel_printer_handles_pytorch_symbolic_size_functions():
         env = {"ks0": value}
         assert eval(p(F.Mod(s, 8)), env) == value % 8
         assert eval(p(F.FloorDiv(s, 8)), env) == value // 8
+
+
+def test_remembered_simplifications_depend_on_the_extents():
+    # simplify_index remembers results per (expression, extents of its symbols): the same
+    # expression under other extents is simplified anew, not answered from memory
+    x = index_symbol("x")
+    e = FloorDiv(x, 8)
+    assert simplify_index(e, {x: 8}) == 0          # x < 8: always 0
+    assert simplify_index(e, {x: 16}) == e         # x < 16: stays
+    assert simplify_index(e, {x: 8}) == 0
+    assert simplify_index(ModIndex(x, 8), {x: 8, index_symbol("unused"): 3}) == x
