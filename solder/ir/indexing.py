@@ -266,6 +266,9 @@ def linear_coefficients(expr, var):
     return found if visit(sympy.sympify(expr)) else None
 
 
+_MERGED: dict = {}
+
+
 def merge_dims(sizes: Sequence, exprs: Iterable, variables: Sequence[sympy.Symbol]):
     """Merge adjacent loop dimensions that every expression uses as one flat dimension.
 
@@ -273,8 +276,19 @@ def merge_dims(sizes: Sequence, exprs: Iterable, variables: Sequence[sympy.Symbo
     size-1) variable to 0; the surviving inner variable of a merged pair then ranges over the
     product of both extents. Apply it to every index expression of the loop body.
     """
-    sizes = list(sizes)
-    exprs = [sympy.sympify(e) for e in exprs]
+    exprs = tuple(sympy.sympify(e) for e in exprs)
+    # remembered, as simplify_index is: repeated layers ask the same question
+    key = (tuple(sizes), exprs, tuple(variables))
+    got = _MERGED.get(key)
+    if got is None:
+        if len(_MERGED) >= _SIMPLIFIED_MAX:
+            _MERGED.clear()
+        got = _MERGED[key] = _merge_dims(list(sizes), list(exprs), variables)
+    new_sizes, new_vars, subst = got
+    return list(new_sizes), list(new_vars), dict(subst)
+
+
+def _merge_dims(sizes: list, exprs: list, variables):
     subst = {v: sympy.Integer(0) for v, s in zip(variables, sizes) if s == 1}
     keep = [i for i, s in enumerate(sizes) if s != 1]
     if subst:

@@ -80,3 +80,14 @@ def test_remembered_simplifications_depend_on_the_extents():
     assert simplify_index(e, {x: 16}) == e         # x < 16: stays
     assert simplify_index(e, {x: 8}) == 0
     assert simplify_index(ModIndex(x, 8), {x: 8, index_symbol("unused"): 3}) == x
+
+
+def test_remembered_merges_hand_out_fresh_lists():
+    # merge_dims remembers its answers; a caller changing the lists it got must not change
+    # what the next caller gets
+    i0, i1 = index_symbol("i0"), index_symbol("i1")
+    first = merge_dims([4, 8], [8 * i0 + i1], [i0, i1])
+    first[0].append(99)
+    first[2][i1] = 5
+    again = merge_dims([4, 8], [8 * i0 + i1], [i0, i1])
+    assert again[0] == [32] and again[1] == [i1] and again[2] == {i0: 0}
