@@ -67,10 +67,22 @@ def _nonnegative(rest) -> bool:
     return rest == 0 or rest.is_nonnegative is True
 
 
+_SPLITS: dict = {}
+
+
 def _split_divisible(expr, d):
     """Split ``expr`` into (terms divisible by d) / d and the rest; d an int or a size symbol."""
+    key = (expr, d)
+    got = _SPLITS.get(key)
+    if got is None:
+        if len(_SPLITS) >= 1 << 16:
+            _SPLITS.clear()
+        got = _SPLITS[key] = _split(expr, sympy.sympify(d))
+    return got
+
+
+def _split(expr, d):
     quotient, rest = sympy.Integer(0), sympy.Integer(0)
-    d = sympy.sympify(d)
     if d == 0:  # only in the index math of tensors with no elements: nothing to split
         return quotient, expr
     for term in sympy.Add.make_args(sympy.expand(expr)):
@@ -349,10 +361,8 @@ def unravel(flat, sizes: Sequence) -> list:
 
 
 def strided_offset(index: Sequence, strides: Sequence, offset=0) -> sympy.Expr:
-    out = sympy.sympify(offset)
-    for i, s in zip(index, strides):
-        out = out + i * s
-    return out
+    # one Add of all terms: sympy canonicalizes once instead of once per dimension
+    return sympy.Add(sympy.sympify(offset), *[sympy.Mul(i, s) for i, s in zip(index, strides)])
 
 
 def evaluate_int(expr, env: Optional[Mapping] = None) -> int:
