@@ -78,6 +78,11 @@ def _memory_order(vars_, sizes, strides):
     return [vars_[d] for d in order], [sizes[d] for d in order]
 
 
+# remap2's answers by (expression, substitutions, extents): a model's repeated layers map the
+# same index expressions onto the same kernel shapes
+_REMAPPED: dict = {}
+
+
 def prepare(buf: ComputedBuffer, xnumel, rnumel, ranges_env: dict) -> Prepared:
     body = buf.body
     binds, smask = (), None
@@ -122,13 +127,20 @@ def prepare(buf: ComputedBuffer, xnumel, rnumel, ranges_env: dict) -> Prepared:
     zeros = {k: v for k, v in subst.items() if v == 0}
     rest = {k: v for k, v in subst.items() if v != 0}
 
+    subst_key = (frozenset(zeros.items()), frozenset(rest.items()),
+                 frozenset(ranges.items()))
+
     def remap2(e):
         e = sympy.sympify(e)
-        if zeros:
-            e = e.xreplace(zeros)
-        if rest:
-            e = e.xreplace(rest)
-        return simplify_index(e, ranges)
+        key = (e, subst_key)
+        got = _REMAPPED.get(key)
+        if got is None:
+            got = e.xreplace(zeros) if zeros else e
+            got = got.xreplace(rest) if rest else got
+            if len(_REMAPPED) >= 1 << 16:
+                _REMAPPED.clear()
+            got = _REMAPPED[key] = simplify_index(got, ranges)
+        return got
 
     value = E.map_indices(value, remap2)
     binds = tuple((sym, E.map_indices(v, remap2)) for sym, v in binds)
