@@ -46,6 +46,10 @@ class Config:
         False, "check index tensors against the dimension they index (a fused reduction and "
         "an asynchronous assert per indexing op); off, an out-of-range index reads 0 in a "
         "gather and is skipped by a scatter, where eager raises", True)
+    pause_gc: bool = _setting(
+        True, "pause Python's cyclic garbage collector while a graph compiles (its passes over "
+        "the heap of a large model cost ~12% of capture); what became garbage is collected "
+        "afterwards as usual")
     pad_mm_min_elements: int = _setting(
         1 << 20, "a matmul whose output rows are not 16-byte aligned and that has at least this "
         "many output elements multiplies zero-padded columns instead (CUDA only; -1: never)",

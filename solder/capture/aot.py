@@ -7,7 +7,9 @@ rather than save it). Each resulting graph goes to ``pipeline.compile_graph``.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
@@ -19,10 +21,28 @@ from .passes import prepare_graph
 from .scatter_rewrite import rewrite_view_scatters
 
 
+@contextlib.contextmanager
+def paused_gc(enabled: bool):
+    """Python's cyclic collector off for the block (``Config.pause_gc``). A compile makes
+    millions of short-lived objects, so collections run often, and each older-generation pass
+    walks the whole heap (the model, the FX graphs, the fake tensors): measured on the CPU for
+    an 8-layer LLaMA step, 0.3 s of a 2.6 s capture. Nested blocks leave it to the outermost."""
+    if not enabled or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _compiler(kind: str, ctx: CompileContext):
     def compile_fn(gm, example_inputs):
-        prepare_graph(gm)
-        return compile_graph(gm, example_inputs, kind, ctx)
+        # a backward graph compiles at the first backward, outside the backend call below
+        with paused_gc(ctx.config.pause_gc):
+            prepare_graph(gm)
+            return compile_graph(gm, example_inputs, kind, ctx)
     return compile_fn
 
 
@@ -51,6 +71,7 @@ def make_aot_backend(ctx: CompileContext):
         # Effect tokens (with_effects around side-effectful ops such as linalg's error checks)
         # become ops inside the graphs (_make_token/_sink_tokens), not graph inputs that
         # AOTAutograd passes as None at run time.
-        with torch._functorch.config.patch(unlift_effect_tokens=True):
+        with torch._functorch.config.patch(unlift_effect_tokens=True), \
+                paused_gc(ctx.config.pause_gc):
             return backend(gm, example_inputs)
     return compile_fn
