@@ -75,22 +75,13 @@ def _padded_mm(call: Call, a: TensorValue, b: TensorValue):
         return None
     n_pad = (n + align - 1) // align * align
     K, N, N_PAD = sympy.Integer(k), sympy.Integer(n), sympy.Integer(n_pad)
-    if _aligned_columns(b, align):
-        # rows of w = columns of b: stored [n_pad, k], read by the product as [k, n_pad]
-        inside = lambda idx: E.call("lt", E.index_value(idx[0]), E.index_value(N),  # noqa: E731
-                                    dtype=torch.bool)
-        rows = g.compute([N_PAD, K], b.dtype, b.device,
-                         lambda idx: E.call("where", inside(idx),
-                                            E.with_mask(b.load([idx[1], idx[0]]), inside(idx)),
-                                            E.const(0, b.dtype), dtype=b.dtype))
-        bp = rows.view([K, N_PAD], [sympy.Integer(1), K], 0)
-    else:
-        inside = lambda idx: E.call("lt", E.index_value(idx[1]), E.index_value(N),  # noqa: E731
-                                    dtype=torch.bool)
-        bp = g.compute([K, N_PAD], b.dtype, b.device,
-                       lambda idx: E.call("where", inside(idx),
-                                          E.with_mask(b.load(idx), inside(idx)),
-                                          E.const(0, b.dtype), dtype=b.dtype))
+    inside = lambda idx: E.call("lt", E.index_value(idx[1]), E.index_value(N),  # noqa: E731
+                                dtype=torch.bool)
+    # the pad keeps b's order in memory: column-major b (w.t()) is padded as w's rows are stored
+    stride = [sympy.Integer(1), K] if _aligned_columns(b, align) else None
+    bp = g.compute([K, N_PAD], b.dtype, b.device,
+                   lambda idx: E.call("where", inside(idx), E.with_mask(b.load(idx), inside(idx)),
+                                      E.const(0, b.dtype), dtype=b.dtype), stride=stride)
     layout = Layout((sympy.Integer(m), sympy.Integer(n_pad)), (sympy.Integer(n_pad), sympy.Integer(1)),
                     sympy.Integer(0), call.dtype, call.device)
     out = ExternBuffer(g.new_name(), layout, op=aten.mm.default,
