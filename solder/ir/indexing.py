@@ -12,6 +12,25 @@ from typing import Iterable, Mapping, Optional, Sequence
 import sympy
 
 
+
+class Memo:
+    """Answers of a pure function by key, forgotten all at once past ``limit`` entries. Index
+    math is asked the same questions over and over: a model's layers repeat their index
+    expressions, and a buffer's are worked out again for each kernel it is tried in."""
+
+    def __init__(self, limit: int = 1 << 16):
+        self.limit = limit
+        self.answers: dict = {}
+
+    def get(self, key, compute):
+        got = self.answers.get(key)
+        if got is None:
+            if len(self.answers) >= self.limit:
+                self.answers.clear()
+            got = self.answers[key] = compute()
+        return got
+
+
 def size_symbol(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, positive=True)
 
@@ -67,18 +86,12 @@ def _nonnegative(rest) -> bool:
     return rest == 0 or rest.is_nonnegative is True
 
 
-_SPLITS: dict = {}
+_SPLITS = Memo()
 
 
 def _split_divisible(expr, d):
     """Split ``expr`` into (terms divisible by d) / d and the rest; d an int or a size symbol."""
-    key = (expr, d)
-    got = _SPLITS.get(key)
-    if got is None:
-        if len(_SPLITS) >= 1 << 16:
-            _SPLITS.clear()
-        got = _SPLITS[key] = _split(expr, sympy.sympify(d))
-    return got
+    return _SPLITS.get((expr, d), lambda: _split(expr, sympy.sympify(d)))
 
 
 def _split(expr, d):
@@ -161,10 +174,7 @@ def _le(a, b) -> bool:
     return bool(diff.is_nonnegative)
 
 
-# simplify_index results by (expression, extents of its symbols): a model's layers repeat the
-# same index expressions, and each is simplified for every kernel that a buffer is tried in
-_SIMPLIFIED: dict = {}
-_SIMPLIFIED_MAX = 1 << 16
+_SIMPLIFIED = Memo()   # by expression and the extents of its symbols
 
 
 def simplify_index(expr, ranges: Mapping[sympy.Symbol, sympy.Expr]):
@@ -173,12 +183,7 @@ def simplify_index(expr, ranges: Mapping[sympy.Symbol, sympy.Expr]):
     if not expr.has(FloorDiv, ModIndex):
         return expr
     key = (expr, frozenset((s, ranges.get(s)) for s in expr.free_symbols))
-    got = _SIMPLIFIED.get(key)
-    if got is None:
-        if len(_SIMPLIFIED) >= _SIMPLIFIED_MAX:
-            _SIMPLIFIED.clear()
-        got = _SIMPLIFIED[key] = _simplify(expr, ranges)
-    return got
+    return _SIMPLIFIED.get(key, lambda: _simplify(expr, ranges))
 
 
 def _simplify(expr, ranges):
@@ -278,7 +283,7 @@ def linear_coefficients(expr, var):
     return found if visit(sympy.sympify(expr)) else None
 
 
-_MERGED: dict = {}
+_MERGED = Memo()
 
 
 def merge_dims(sizes: Sequence, exprs: Iterable, variables: Sequence[sympy.Symbol]):
@@ -289,15 +294,10 @@ def merge_dims(sizes: Sequence, exprs: Iterable, variables: Sequence[sympy.Symbo
     product of both extents. Apply it to every index expression of the loop body.
     """
     exprs = tuple(sympy.sympify(e) for e in exprs)
-    # remembered, as simplify_index is: repeated layers ask the same question
-    key = (tuple(sizes), exprs, tuple(variables))
-    got = _MERGED.get(key)
-    if got is None:
-        if len(_MERGED) >= _SIMPLIFIED_MAX:
-            _MERGED.clear()
-        got = _MERGED[key] = _merge_dims(list(sizes), list(exprs), variables)
-    new_sizes, new_vars, subst = got
-    return list(new_sizes), list(new_vars), dict(subst)
+    new_sizes, new_vars, subst = _MERGED.get(
+        (tuple(sizes), exprs, tuple(variables)),
+        lambda: _merge_dims(list(sizes), list(exprs), variables))
+    return list(new_sizes), list(new_vars), dict(subst)   # the caller may change them
 
 
 def _merge_dims(sizes: list, exprs: list, variables):

@@ -14,7 +14,7 @@ from typing import Optional
 import sympy
 
 from ..ir import expr as E
-from ..ir.indexing import (index_symbol, merge_dims, product, simplify_index, unravel)
+from ..ir.indexing import (Memo, index_symbol, merge_dims, product, simplify_index, unravel)
 from ..ir.nodes import ComputedBuffer, Reduction
 
 XINDEX = index_symbol("xindex")
@@ -80,7 +80,7 @@ def _memory_order(vars_, sizes, strides):
 
 # remap2's answers by (expression, substitutions, extents): a model's repeated layers map the
 # same index expressions onto the same kernel shapes
-_REMAPPED: dict = {}
+_REMAPPED = Memo()
 
 
 def prepare(buf: ComputedBuffer, xnumel, rnumel, ranges_env: dict) -> Prepared:
@@ -132,15 +132,14 @@ def prepare(buf: ComputedBuffer, xnumel, rnumel, ranges_env: dict) -> Prepared:
 
     def remap2(e):
         e = sympy.sympify(e)
-        key = (e, subst_key)
-        got = _REMAPPED.get(key)
-        if got is None:
-            got = e.xreplace(zeros) if zeros else e
-            got = got.xreplace(rest) if rest else got
-            if len(_REMAPPED) >= 1 << 16:
-                _REMAPPED.clear()
-            got = _REMAPPED[key] = simplify_index(got, ranges)
-        return got
+        return _REMAPPED.get((e, subst_key), lambda: remap(e))
+
+    def remap(e):
+        if zeros:
+            e = e.xreplace(zeros)
+        if rest:
+            e = e.xreplace(rest)
+        return simplify_index(e, ranges)
 
     value = E.map_indices(value, remap2)
     binds = tuple((sym, E.map_indices(v, remap2)) for sym, v in binds)

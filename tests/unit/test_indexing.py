@@ -91,3 +91,14 @@ def test_remembered_merges_hand_out_fresh_lists():
     first[2][i1] = 5
     again = merge_dims([4, 8], [8 * i0 + i1], [i0, i1])
     assert again[0] == [32] and again[1] == [i1] and again[2] == {i0: 0}
+
+
+def test_a_memo_forgets_everything_past_its_limit():
+    from solder.ir.indexing import Memo
+    calls = []
+    memo = Memo(limit=2)
+    ask = lambda k: memo.get(k, lambda: calls.append(k) or k * 10)  # noqa: E731
+    assert [ask(1), ask(1), ask(2)] == [10, 10, 20] and calls == [1, 2]
+    ask(3)                         # full: forgets 1 and 2, keeps 3
+    ask(1)
+    assert calls == [1, 2, 3, 1]
