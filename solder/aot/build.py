@@ -72,21 +72,22 @@ def compile(model_or_fn, example_args, path, dynamic_shapes=None, weights: bool 
     device = _device(user_in, stored_weights, constants)
     spec = spec_mod.from_exported(ep, user_in, user_out)
 
-    compiled, report = _compile_graph(gm, placeholders, cfg)
+    compiled, report = _compile_graph(gm, placeholders, cfg, bool(spec["symbols"]))
     t_compile = time.perf_counter()
     files = _encode(compiled, report)
     members = {f"graph/{k}": v for k, v in files.items()}
-    kernel_index = []
+    kernel_index, user_index = [], []
     if device.type == "cuda":
         values = {**stored_weights, **constants}
         leaves = _leaves(args, example_kwargs, len(user_in))
         graph_args = [leaves[p["index"]] if p["kind"] == "user" else values[p["name"]]
                       for p in plan]
-        kernel_index = _record_binaries(compiled, cfg, graph_args, members)
+        kernel_index, user_index = _record_binaries(compiled, cfg, graph_args, members)
     t_binaries = time.perf_counter()
     members["weights.safetensors"] = tensors.dumps(stored_weights) if weights else b""
     members["constants.safetensors"] = tensors.dumps(constants)
     members["binaries/index.json"] = json.dumps(kernel_index, sort_keys=True).encode()
+    members["binaries/user_kernels.json"] = json.dumps(user_index, sort_keys=True).encode()
     info = {
         "built": versions.current(device, _interpreting()),
         "graph": compiled.name,
@@ -97,6 +98,7 @@ def compile(model_or_fn, example_args, path, dynamic_shapes=None, weights: bool 
                     "tensors": {k: _tensor_info(v, metas[k]) for k, v in stored_weights.items()}},
         "constants": {k: _tensor_info(v, metas[k]) for k, v in constants.items()},
         "kernels": [{"name": k.name, "ops": list(k.ops)} for k in report.kernels],
+        "user_kernels": [str(u) for u in report.user_kernels],
         "externs": [c.op for c in report.externs],
         "fallbacks": [[c.op, c.reason] for c in report.fallbacks],
         "timings": {"export": t_export - t0, "compile": t_compile - t_export,
@@ -187,7 +189,7 @@ def _device(user_in, stored, constants) -> torch.device:
     return device
 
 
-def _compile_graph(gm, placeholders, cfg):
+def _compile_graph(gm, placeholders, cfg, dynamic: bool):
     from ..capture.passes import prepare_graph
     from ..pipeline import CompileContext, compile_graph
     from ..runtime.compiled import CompiledGraph
@@ -199,21 +201,29 @@ def _compile_graph(gm, placeholders, cfg):
     if not isinstance(compiled, CompiledGraph):
         why = "; ".join(f"{c.op}: {c.reason}" for c in report.fallbacks) or "it ran eagerly"
         raise AotError(f"Solder did not compile the exported graph ({why})")
-    if report.user_kernels:
-        raise AotError(
-            "the program launches user Triton kernels "
-            f"({', '.join(map(str, report.user_kernels))}): packages cannot hold them yet "
-            "(a launch refers to a live kernel object, its globals and autotuner, which a "
-            "package would have to rebuild without the Triton compiler)")
+    from ..runtime.user_kernel import UserKernelLauncher
+    from .user_kernels import NotPackable, check_packable
+    for c in compiled.wrapper.consts:
+        if isinstance(c, UserKernelLauncher):
+            try:
+                check_packable(c, dynamic)
+            except NotPackable as e:
+                raise AotError(f"cannot package {e}") from None
     return compiled, report
 
 
 def _encode(compiled, report) -> dict:
     from ..runtime import graph_cache
-    stand_in = SimpleNamespace(user_kernel_reports=report.user_kernels, buffers=[])
+    from ..runtime.user_kernel import UserKernelLauncher
+    # user kernel launchers are stored by their place among the wrapper's constants
+    # (binaries/user_kernels.json says what each one launches)
+    places = {id(c): i for i, c in enumerate(compiled.wrapper.consts)
+              if isinstance(c, UserKernelLauncher)}
+    stand_in = SimpleNamespace(user_kernel_reports=[], buffers=[])
     try:
         return graph_cache.encode(compiled.name, compiled.wrapper, compiled.kernel_source,
-                                  compiled.kernels, report, stand_in)
+                                  compiled.kernels, report, stand_in,
+                                  objects=lambda v: places.get(id(v)))
     except graph_cache.Uncacheable as e:
         raise AotError(f"the compiled graph cannot be stored as plain data: {e}") from e
 
@@ -227,30 +237,58 @@ def _leaves(args, kwargs, count: int) -> list:
     return leaves
 
 
-def _record_binaries(compiled, cfg, graph_args: list, members: dict) -> list:
-    """Run the graph once through recording runners; the binaries they keep go into the package."""
+def _record_binaries(compiled, cfg, graph_args: list, members: dict) -> tuple[list, list]:
+    """Run the graph once through recording runners (Solder's kernels) and recording launchers
+    (user kernels); the binaries they keep go into the package. Returns both indexes."""
+    from ..codegen.wrapper import WrapperModule
+    from ..runtime import graph_cache
     from ..runtime.launch import load_module
+    from ..runtime.user_kernel import UserKernelLauncher
     from .binaries import RecordingRunner, export_binaries
-    if not compiled.kernels:
-        return []
-    mod = load_module(compiled.kernel_source, cfg.cache_dir, stem=compiled.name)
+    from .user_kernels import NotPackable, RecordingUserLauncher, export_user_kernel
     by_fn: dict[int, Any] = {}
     names: dict[int, list] = {}
     runners = {}
-    for kname, src in compiled.kernels.items():
-        fn = getattr(mod, kname)
-        if id(fn) not in by_fn:
-            by_fn[id(fn)] = RecordingRunner(fn, src, compiled.name, cfg.autotune, {})
-            names[id(fn)] = []
-            runners[kname] = by_fn[id(fn)]
-        else:
-            runners[kname] = by_fn[id(fn)].for_call_site()
-        names[id(fn)].append(kname)
-    call = exec_wrapper(compiled.wrapper, runners, compiled.name)
-    with torch.no_grad():
-        call(list(graph_args))
-    torch.cuda.synchronize()
-    return [export_binaries(names[key], runner, members) for key, runner in by_fn.items()]
+    if compiled.kernels:
+        mod = load_module(compiled.kernel_source, cfg.cache_dir, stem=compiled.name)
+        for kname, src in compiled.kernels.items():
+            fn = getattr(mod, kname)
+            if id(fn) not in by_fn:
+                by_fn[id(fn)] = RecordingRunner(fn, src, compiled.name, cfg.autotune, {})
+                names[id(fn)] = []
+                runners[kname] = by_fn[id(fn)]
+            else:
+                runners[kname] = by_fn[id(fn)].for_call_site()
+            names[id(fn)].append(kname)
+    consts = list(compiled.wrapper.consts)
+    recorders = {i: RecordingUserLauncher(c) for i, c in enumerate(consts)
+                 if isinstance(c, UserKernelLauncher)}
+    consts = [recorders.get(i, c) for i, c in enumerate(consts)]
+    wrapper = WrapperModule(compiled.wrapper.source, compiled.wrapper.ops, consts)
+    call = exec_wrapper(wrapper, runners, compiled.name)
+    try:
+        with torch.no_grad():
+            call(list(graph_args))
+        torch.cuda.synchronize()
+        user_index = [export_user_kernel(i, rec, members, _plain(graph_cache._enc))
+                      for i, rec in recorders.items()]
+    except NotPackable as e:
+        raise AotError(f"cannot package {e}") from None
+    kernel_index = [export_binaries(names[key], runner, members) for key, runner in by_fn.items()]
+    return kernel_index, user_index
+
+
+def _plain(enc):
+    """``enc`` with its refusal as NotPackable (a frozen user-kernel value must be plain data)."""
+    from ..runtime.graph_cache import Uncacheable
+    from .user_kernels import NotPackable
+
+    def plain(v):
+        try:
+            return enc(v)
+        except Uncacheable as e:
+            raise NotPackable(f"a user kernel's constant argument: {e}") from None
+    return plain
 
 
 def _tensor_info(t: torch.Tensor, meta) -> dict:

@@ -18,7 +18,8 @@ import zipfile
 from pathlib import Path
 
 # Bump when members change meaning; a reader refuses any package of a newer format.
-FORMAT = 2   # 2: kernel specializations name each pointer's dtype
+FORMAT = 3   # 2: kernel specializations name each pointer's dtype; 3: user Triton kernels
+OLDEST = 2   # format 3 only added a member: format 2 packages still load
 MANIFEST = "manifest.json"
 MAGIC = "solder-aot-package"
 
@@ -96,9 +97,9 @@ def _parse_manifest(path, raw: bytes) -> dict:
     if fmt > FORMAT:
         raise PackageError(f"{path}: package format {fmt} is newer than this Solder reads "
                            f"(format {FORMAT}); load it with a newer Solder or rebuild it")
-    if fmt < FORMAT:
+    if fmt < OLDEST:
         raise PackageError(f"{path}: package format {fmt} is older than this Solder reads "
-                           f"(format {FORMAT}: its kernel binaries are keyed differently); "
+                           f"(format {OLDEST}: its kernel binaries are keyed differently); "
                            "rebuild it")
     members = m.get("members")
     if not isinstance(members, dict) or not all(

@@ -69,6 +69,16 @@ def describe(path) -> str:
     missing = [k for item in index if item.get("generic_failed") for k in item["kernels"]]
     if missing:
         lines.append(f"  no generic binary (only the build-time sizes run): {', '.join(missing)}")
+    users = json.loads(members.get("binaries/user_kernels.json", b"[]").decode())
+    if users:
+        lines.append(f"user Triton kernels: {len(users)}")
+        for u in users:
+            cfg = ", ".join(f"{k}={v[-1]}" for k, v in sorted(u["config"].items()))
+            size = sum(len(members[b["files"]["cubin"]]) for b in u["binaries"])
+            lines.append(f"  {u['label']} (called at {u['site'] or '?'}): {cfg or 'no config'}"
+                         f"  [{len(u['binaries'])} binaries, {_mb(size)}]")
+            if u.get("generic_failed"):
+                lines.append("    no generic binary (only the build-time sizes run)")
     if info["externs"]:
         lines.append(f"library calls: {', '.join(info['externs'])}")
     for op, reason in info["fallbacks"]:

@@ -83,8 +83,10 @@ class LoadedPackage:
         from ..runtime import graph_cache
         name = self.info["graph"]
         files = {k.removeprefix("graph/"): v for k, v in members.items() if k.startswith("graph/")}
+        user_index = json.loads(members.get("binaries/user_kernels.json", b"[]").decode())
+        objects = self._user_kernels(user_index, members)
         try:
-            entry = graph_cache.decode(files, name)
+            entry = graph_cache.decode(files, name, objects)
         except (KeyError, ValueError, AttributeError, TypeError) as e:
             raise PackageError(f"{self.path}: the stored graph does not rebuild "
                                f"({type(e).__name__}: {e})") from e
@@ -109,6 +111,25 @@ class LoadedPackage:
             raise PackageError(f"{self.path}: no binaries for kernels {absent}")
         self.kernel_runners = runners
         return exec_wrapper(entry.wrapper, runners, name)
+
+    def _user_kernels(self, index: list, members: dict) -> list:
+        """The wrapper's constants that stand for user kernels, by their place among them."""
+        if not index:
+            return []
+        if self.device.type != "cuda":
+            raise PackageError(f"{self.path}: user Triton kernels in a CPU package")
+        from ..runtime.graph_cache import _dec
+        from .binaries import binary_tmpdir
+        from .user_kernels import PackagedUserKernel
+        objects: list = [None] * (max(int(e["const"]) for e in index) + 1)
+        try:
+            with torch.cuda.device(self.device), binary_tmpdir() as tmp:
+                for e in index:
+                    objects[int(e["const"])] = PackagedUserKernel(e, members, tmp, _dec)
+        except (KeyError, ValueError, TypeError) as e:
+            raise PackageError(f"{self.path}: a user kernel entry does not rebuild "
+                               f"({type(e).__name__}: {e})") from e
+        return objects
 
     # -- calling --------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):

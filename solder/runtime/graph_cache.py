@@ -100,8 +100,10 @@ def _cuda_device(v):
 # Storing
 
 
-def encode(name: str, wrapper, module_src: str, kernels: dict, report, graph) -> dict:
-    """The entry's files; raises Uncacheable."""
+def encode(name: str, wrapper, module_src: str, kernels: dict, report, graph,
+           objects=None) -> dict:
+    """The entry's files; raises Uncacheable. ``objects`` (packages only) gives constants that
+    are not plain data an index of the caller's: ``objects(value)`` -> int or None."""
     from ..ir.nodes import UserKernelCall
     if getattr(graph, "user_kernel_reports", None) or any(
             isinstance(b, UserKernelCall) for b in graph.buffers):
@@ -110,7 +112,7 @@ def encode(name: str, wrapper, module_src: str, kernels: dict, report, graph) ->
         "name": name,
         "kernels": [_kernel_fields(k) for k in kernels.values()],
         "ops": [_op_name(op) for op in wrapper.ops],
-        "consts": [_enc(c) for c in wrapper.consts],
+        "consts": [_enc(c, objects) for c in wrapper.consts],
         "report": {
             "kernels": [[k.name, k.source, list(k.ops), list(k.source_lines)]
                         for k in report.kernels],
@@ -154,7 +156,11 @@ _TORCH_ENUMS = {"dtype": torch.dtype, "device": torch.device,
                 "memory_format": torch.memory_format, "layout": torch.layout}
 
 
-def _enc(v) -> list:
+def _enc(v, objects=None) -> list:
+    if objects is not None:
+        index = objects(v)
+        if index is not None:
+            return ["object", index]
     if v is None:
         return ["none"]
     if isinstance(v, bool):
@@ -166,7 +172,7 @@ def _enc(v) -> list:
     if isinstance(v, str):
         return ["str", v]
     if isinstance(v, (list, tuple)) and type(v) in (list, tuple):
-        return [type(v).__name__, [_enc(x) for x in v]]
+        return [type(v).__name__, [_enc(x, objects) for x in v]]
     if isinstance(v, torch.device):
         return ["device", str(v)]
     for tag, cls in _TORCH_ENUMS.items():
@@ -175,8 +181,13 @@ def _enc(v) -> list:
     raise Uncacheable(f"the wrapper holds a {type(v).__name__} constant")
 
 
-def _dec(x):
+def _dec(x, objects=None):
     tag = x[0]
+    if tag == "object":
+        if objects is None or not isinstance(x[1], int) or not 0 <= x[1] < len(objects):
+            raise ValueError(f"constant refers to object {x[1]!r}, which is not among the "
+                             f"{len(objects or [])} given")
+        return objects[x[1]]
     if tag == "none":
         return None
     if tag in ("bool", "int", "str"):
@@ -187,7 +198,7 @@ def _dec(x):
     if tag == "float":
         return float.fromhex(x[1])
     if tag in ("list", "tuple"):
-        items = [_dec(i) for i in x[1]]
+        items = [_dec(i, objects) for i in x[1]]
         return items if tag == "list" else tuple(items)
     if tag == "device":
         return torch.device(x[1])
@@ -213,8 +224,9 @@ class Entry:
     precompile: dict = dataclasses.field(default_factory=dict)      # runtime/precompile.py
 
 
-def decode(files: dict, name: str) -> Entry:
-    """Rebuild what ``CompiledGraph`` needs; raises ValueError (and friends) on a bad entry."""
+def decode(files: dict, name: str, objects: list | None = None) -> Entry:
+    """Rebuild what ``CompiledGraph`` needs; raises ValueError (and friends) on a bad entry.
+    ``objects`` are what ``encode``'s ``objects`` indexed (packages only)."""
     from ..codegen.wrapper import WrapperModule
     meta = json.loads(files["meta.json"].decode())
     old = meta["name"]
@@ -229,7 +241,7 @@ def decode(files: dict, name: str) -> Entry:
             origins=list(f["origins"]), reduction_hint=f["reduction_hint"],
             even=bool(f.get("even", False)), reload=bool(f.get("reload", False)))
     wrapper = WrapperModule(source, [_resolve_op(q) for q in meta["ops"]],
-                            [_dec(c) for c in meta["consts"]])
+                            [_dec(c, objects) for c in meta["consts"]])
     report = dict(meta["report"])
     report["wrapper"] = source
     return Entry(wrapper, files["kernels.py"].decode(), kernels, report,

@@ -73,12 +73,20 @@ def test_extra_or_missing_member_is_refused(tmp_path):
         container.read(q)
 
 
-@pytest.mark.parametrize("shift,word", [(1, "newer"), (-1, "older")])
-def test_another_format_is_refused(tmp_path, shift, word):
+@pytest.mark.parametrize("fmt,word", [(container.FORMAT + 1, "newer"),
+                                     (container.OLDEST - 1, "older")])
+def test_another_format_is_refused(tmp_path, fmt, word):
     p, members = _package(tmp_path)
-    q = _repack(tmp_path, {**_manifest(p), "format": container.FORMAT + shift}, members)
-    with pytest.raises(PackageError, match=f"format {container.FORMAT + shift} is {word}"):
+    q = _repack(tmp_path, {**_manifest(p), "format": fmt}, members)
+    with pytest.raises(PackageError, match=f"format {fmt} is {word}"):
         container.read(q)
+
+
+def test_the_oldest_readable_format_still_loads(tmp_path):
+    """Format 3 only added the user-kernel member: a format 2 package reads as it did."""
+    p, members = _package(tmp_path)
+    q = _repack(tmp_path, {**_manifest(p), "format": container.OLDEST}, members)
+    assert container.read(q)[0]["format"] == container.OLDEST
 
 
 def test_not_a_package(tmp_path):
