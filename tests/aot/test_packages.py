@@ -172,25 +172,6 @@ def test_function_with_several_inputs_and_shared_symbol(tmp_path):
         run(torch.randn(3, 24, device=device), torch.randn(4, 24, device=device))
 
 
-@pytest.mark.gpu  # under the interpreter torch.export cannot capture a user kernel at all
-def test_user_triton_kernels_are_refused_with_the_reason(tmp_path):
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def add_one(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(out_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
-
-    def fn(x):
-        out = torch.empty_like(x)
-        add_one[(1,)](x, out, x.numel(), BLOCK=64)
-        return out * 2
-
-    with pytest.raises(aot.AotError, match="user Triton kernels"):
-        aot.compile(fn, (torch.randn(32, device="cuda"),), tmp_path / "uk.solder", strict=True)
-
-
 def test_channels_last_conv_net_keeps_its_weight_layout(tmp_path):
     """Weights are stored dense and put back in the layout the kernels read them in."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
