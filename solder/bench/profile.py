@@ -105,7 +105,9 @@ def _compile_breakdown(name, work) -> int:
     counts: dict = {}
     for g in ctx.graphs:
         for k, v in g.timings.items():
-            if isinstance(v, float):   # seconds
+            if isinstance(v, float) and k.endswith("_thread_s"):   # summed over a pool's threads
+                counts[k] = round(counts.get(k, 0.0) + v, 2)
+            elif isinstance(v, float):   # seconds
                 stages[k] = stages.get(k, 0.0) + v
             elif isinstance(v, int):   # kernel counts
                 counts[k] = counts.get(k, 0) + v

@@ -127,3 +127,43 @@ def test_compiled_kernels_are_loaded_in_the_pool(monkeypatch):
     assert seconds > 0
     assert sorted(i for i, _ in loaded) == sorted(id(k) for k in kernels)
     assert all(t != main for _, t in loaded)
+
+
+def test_each_compile_loads_its_binary_in_the_same_pool_job(monkeypatch):
+    # under Triton's AsyncCompileMode a compile is submitted to Solder's executor, which loads
+    # the binary (and builds the launcher) as soon as that compile is done, on the same thread,
+    # instead of after every compile has finished; thread-seconds of both halves are recorded
+    import contextlib
+    import threading
+
+    from triton.runtime._async_compile import active_mode
+
+    events = []
+
+    class Compiled:
+        @property
+        def run(self):
+            events.append(("load", id(self), threading.get_ident()))
+            return lambda *a: None
+
+    class Fn:
+        def __init__(self, i):
+            self.i = i
+
+        def warmup(self, *args, grid, **cfg):
+            def compile_fn():
+                k = Compiled()
+                events.append(("compile", id(k), threading.get_ident()))
+                return k
+            return active_mode.get().submit(self.i, compile_fn, lambda k: None)
+
+    jobs = [pre.Job(f"k{i}", Fn(i), [], {"XBLOCK": 1}) for i in range(3)]
+    stats = {}
+    pre._compile_and_load(jobs, contextlib.nullcontext, 2, stats)
+    compiled = {k: t for what, k, t in events if what == "compile"}
+    loads = {k: t for what, k, t in events if what == "load"}
+    assert len(compiled) == 3 and loads == compiled     # every kernel loaded, on its own thread
+    for what, k, _ in events:                          # each load right after its compile
+        if what == "load":
+            assert ("compile", k, loads[k]) in events[:events.index(("load", k, loads[k]))]
+    assert stats["precompile_compile_thread_s"] >= 0 and stats["precompile_load_thread_s"] >= 0
