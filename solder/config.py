@@ -42,6 +42,10 @@ class Config:
     compile_threads: int = _setting(
         0, "threads that compile a graph's kernels in parallel before its first call (GPU, "
         "static sizes; 0: one per core this process may use, 1: compile at each first launch)")
+    overlap_compile: bool = _setting(
+        True, "compile a graph's kernels in the background while the rest of the program is "
+        "captured and lowered (a backward graph, the next graph), waiting for them at the "
+        "graph's first call; off: wait right after the graph's code generation")
     check_indices: bool = _setting(
         False, "check index tensors against the dimension they index (a fused reduction and "
         "an asynchronous assert per indexing op); off, an out-of-range index reads 0 in a "

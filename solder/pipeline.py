@@ -91,8 +91,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
             compiled, (jobs, device) = loaded
             report.timings["load"] = time.perf_counter() - t0
             # Triton reads the kernels' binaries back from its cache, in parallel
-            report.timings["parallel_compile"] = _precompile(jobs, device, config,
-                                                             report.timings)
+            _precompile(compiled, jobs, device, config, report.timings)
             ctx.started = None
             if config.log_compile:
                 compiled.after_first_call.append(lambda: log.warning(compile_log_line(report)))
@@ -137,7 +136,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
                              os.path.join(dump, "kernels.py") if dump else None, report.timings)
     report.timings["load"] = time.perf_counter() - t3
     jobs, device = _compile_jobs(compiled, steps, graph)
-    report.timings["parallel_compile"] = _precompile(jobs, device, config, report.timings)
+    _precompile(compiled, jobs, device, config, report.timings)
     if key is not None:
         cache_state = graph_cache.store_after_first_call(
             compiled, cache, key, name, wrapper, module_src, kernels, report, graph,
@@ -179,11 +178,24 @@ def _compile_jobs(compiled, steps, graph):
     return pre.compile_jobs(compiled, steps, graph.by_name), device
 
 
-def _precompile(jobs, device, config, stats) -> float:
+def _precompile(compiled, jobs, device, config, stats) -> None:
+    """Compile the graph's kernels in parallel: in the background (``overlap_compile``), the
+    first call waiting for them, or right now. ``parallel_compile`` is the time spent waiting:
+    the share of the compile on the critical path."""
     from .runtime import precompile as pre
+    stats["parallel_compile"] = 0.0
     if not jobs:
-        return 0.0
-    return pre.precompile(jobs, device, config.compile_threads or pre.default_threads(), stats)
+        return
+    threads = config.compile_threads or pre.default_threads()
+    if not pre.start(jobs, device, threads, stats):
+        return
+
+    def wait():
+        stats["parallel_compile"] = stats.get("parallel_compile", 0.0) + pre.wait_all()
+    if config.overlap_compile:
+        compiled.before_first_call.append(wait)
+    else:
+        wait()
 
 
 def _interpreting() -> bool:

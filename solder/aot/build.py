@@ -246,6 +246,7 @@ def _record_binaries(compiled, cfg, graph_args: list, members: dict) -> tuple[li
     from ..runtime.user_kernel import UserKernelLauncher
     from .binaries import RecordingRunner, export_binaries
     from .user_kernels import NotPackable, RecordingUserLauncher, export_user_kernel
+    compiled.ready()   # the kernels compiling in the background: the recording runs reuse them
     by_fn: dict[int, Any] = {}
     names: dict[int, list] = {}
     runners = {}

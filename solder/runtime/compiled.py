@@ -39,10 +39,22 @@ class CompiledGraph:
         # run once, in order, after the first call that returns (the graph cache stores the
         # graph then; the compile log reports Triton's and the tuner's share)
         self.after_first_call: list = []
+        # run once, in order, before the first call (waiting for the kernels that compile in
+        # the background: runtime/precompile.py)
+        self.before_first_call: list = []
+
+    def ready(self) -> None:
+        """Wait for what must be done before the graph first runs; then it never waits again."""
+        if self.before_first_call:
+            hooks, self.before_first_call = self.before_first_call, []
+            for hook in hooks:
+                hook()
 
     def __call__(self, *args):
         # boxed (one list, as AOTAutograd calls forward graphs) or plain positional arguments
         args = args[0] if len(args) == 1 and isinstance(args[0], list) else list(args)
+        if self.before_first_call:
+            self.ready()
         out = list(self._call(args))
         if self.after_first_call:
             hooks, self.after_first_call = self.after_first_call, []

@@ -55,31 +55,70 @@ def load_module(source: str, cache_dir: str | None, stem: str = "kernels"):
 
 class count_compiles:
     """Counts Triton compiles inside the block into ``stats``: ``triton_built`` (compiled now)
-    and ``triton_cached`` (found in Triton's cache). Chains to a listener the user set."""
+    and ``triton_cached`` (found in Triton's cache). Counted are the compiles of the thread that
+    entered the block or, given ``pool_prefix``, of threads whose name starts with it (Triton
+    reports a compile on the thread that ran it). Blocks may overlap across threads (a graph's
+    kernels compile in the background while another graph launches): one process-wide listener
+    hands each compile to the blocks it belongs to, and chains to a listener the user set."""
 
-    def __init__(self, stats: dict):
+    def __init__(self, stats: dict, pool_prefix: str | None = None):
         self.stats = stats
+        self.pool_prefix = pool_prefix
         self.hits: list[bool] = []   # appended from compile threads: list.append is atomic
 
-    def __enter__(self):
-        from triton import knobs
-        self.knobs = knobs.compilation
-        self.previous = prev = self.knobs.listener
-        hits = self.hits
+    def owns(self, thread) -> bool:
+        if self.pool_prefix is not None:
+            return thread.name.startswith(self.pool_prefix)
+        return thread.ident == self.ident
 
-        def listener(*, cache_hit=False, **kw):
-            hits.append(bool(cache_hit))
-            if prev is not None:
-                prev(cache_hit=cache_hit, **kw)
-        self.knobs.listener = listener
+    def __enter__(self):
+        self.ident = threading.get_ident()
+        _Listener.add(self)
         return self
 
     def __exit__(self, *exc):
-        self.knobs.listener = self.previous
+        _Listener.remove(self)
         cached = sum(self.hits)
         self.stats["triton_cached"] = self.stats.get("triton_cached", 0) + cached
         self.stats["triton_built"] = self.stats.get("triton_built", 0) + len(self.hits) - cached
         return False
+
+
+class _Listener:
+    """Triton's compilation listener while any ``count_compiles`` block is open."""
+    lock = threading.Lock()
+    counters: list = []
+    previous = None   # the listener in place before the first block opened
+
+    @classmethod
+    def add(cls, counter) -> None:
+        from triton import knobs
+        with cls.lock:
+            if not cls.counters:
+                cls.previous = knobs.compilation.listener
+                knobs.compilation.listener = cls.hear
+            cls.counters.append(counter)
+
+    @classmethod
+    def remove(cls, counter) -> None:
+        from triton import knobs
+        with cls.lock:
+            cls.counters.remove(counter)
+            if not cls.counters:
+                if knobs.compilation.listener == cls.hear:   # a fresh bound method each time
+                    knobs.compilation.listener = cls.previous
+                cls.previous = None
+
+    @classmethod
+    def hear(cls, *, cache_hit=False, **kw):
+        thread = threading.current_thread()
+        with cls.lock:
+            counters, previous = list(cls.counters), cls.previous
+        for c in counters:
+            if c.owns(thread):
+                c.hits.append(bool(cache_hit))
+        if previous is not None:
+            previous(cache_hit=cache_hit, **kw)
 
 
 _next_pow2 = launch_configs.next_pow2

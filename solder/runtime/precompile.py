@@ -114,26 +114,76 @@ def decode_jobs(data: dict, compiled) -> tuple[list[Job], torch.device]:
 
 def precompile(jobs: list[Job], device: torch.device, threads: int,
                stats: dict | None = None) -> float:
-    """Compiles ``jobs`` on ``threads`` threads, counting Triton's builds and cache hits into
-    ``stats``, then loads the binaries; returns the seconds it took (0 where there is nothing
-    to do: the interpreter, a CPU graph, one thread)."""
-    if threads <= 1 or len(jobs) < 2 or interpreting() or device.type != "cuda":
+    """Compiles ``jobs`` on ``threads`` threads and loads the binaries, counting Triton's builds
+    and cache hits into ``stats``; returns the seconds it took (0 where there is nothing to do:
+    the interpreter, a CPU graph, one thread)."""
+    if not start(jobs, device, threads, stats):
         return 0.0
-    return _compile_and_load(jobs, lambda: torch.cuda.device(device), threads, stats)
+    return wait_all()
+
+
+# Graph precompiles run one after another on one background thread (each spreads its jobs over
+# its own pool), so a graph's kernels compile while the program goes on: AOTAutograd lowers the
+# backward graph, Dynamo traces on. Every first call waits for all of them: a launch that found
+# its kernel still compiling would compile it a second time.
+_BACKGROUND: ThreadPoolExecutor | None = None
+_PENDING: set = set()
+_PENDING_LOCK = threading.Lock()
+POOL_THREAD_PREFIX = "solder-precompile"
+
+
+def start(jobs: list[Job], device: torch.device, threads: int, stats: dict | None = None,
+          on_device=None) -> bool:
+    """Starts compiling ``jobs`` in the background; False where there is nothing to do.
+    ``on_device``: a context factory that makes ``device`` current (default torch.cuda's)."""
+    global _BACKGROUND
+    if threads <= 1 or len(jobs) < 2 or interpreting() or device.type != "cuda":
+        return False
+    if _BACKGROUND is None:
+        _BACKGROUND = ThreadPoolExecutor(1, thread_name_prefix=POOL_THREAD_PREFIX + "-graphs")
+    stats = stats if stats is not None else {}
+    on_device = on_device or (lambda: torch.cuda.device(device))
+    future = _BACKGROUND.submit(_compile_and_load, jobs, on_device, threads, stats)
+    with _PENDING_LOCK:
+        _PENDING.add(future)
+    future.add_done_callback(_done)
+    return True
+
+
+def _done(future) -> None:
+    with _PENDING_LOCK:
+        _PENDING.discard(future)
+
+
+def wait_all() -> float:
+    """Blocks until no precompile is running; returns the seconds waited."""
+    t0 = time.perf_counter()
+    while True:
+        with _PENDING_LOCK:
+            pending = list(_PENDING)
+        if not pending:
+            return time.perf_counter() - t0
+        for future in pending:
+            try:
+                future.result()
+            except Exception:  # noqa: BLE001 - each launch compiles again and reports
+                pass
+            _done(future)
 
 
 def _compile_and_load(jobs, on_device, threads, stats) -> float:
     from triton import AsyncCompileMode
     t0 = time.perf_counter()
     stats = stats if stats is not None else {}
-    with ThreadPoolExecutor(min(threads, len(jobs))) as pool:
+    with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix=POOL_THREAD_PREFIX) as pool:
         # A kernel's first launch would load its binary and build its launcher (a small C
         # module per argument signature, compiled with the system C compiler where Triton's
         # cache has none), one kernel after another: "first launches" in the compile report,
         # 1.6 s of a LLaMA training step's cold compile on an H200. Each pool job does it right
         # after its own compile instead, overlapping the compiles still running.
         executor = _CompileThenLoad(pool, on_device)
-        with count_compiles(stats), on_device(), AsyncCompileMode(executor, ignore_errors=True):
+        with count_compiles(stats, POOL_THREAD_PREFIX), on_device(), \
+                AsyncCompileMode(executor, ignore_errors=True):
             results = [_warmup(job) for job in jobs]
         # what Triton already held in memory came back at once, not through the pool
         ready = {id(k): k for k in results if k is not None and not hasattr(k, "future")}

@@ -100,18 +100,18 @@ def test_a_hit_precompiles_the_kept_configs_of_the_first_call(tmp_path, monkeypa
     from solder.runtime import precompile as pre
     from solder.runtime.launch import KernelRunner
     launched, handed = set(), []
-    real_launch, real_pre = KernelRunner._launch, pre.precompile
+    real_launch, real_start = KernelRunner._launch, pre.start
 
     def record_launch(self, cfg, args, xnumel, key=None):
         launched.add((self.src.name, tuple(a.dtype if isinstance(a, torch.Tensor) else a
                                            for a in args), tuple(sorted(cfg.items()))))
         return real_launch(self, cfg, args, xnumel, key)
 
-    def record_precompile(jobs, device, threads, stats=None):
+    def record_start(jobs, device, threads, stats=None, on_device=None):
         handed.append((jobs, device))
-        return real_pre(jobs, device, threads, stats)
+        return real_start(jobs, device, threads, stats, on_device)
     monkeypatch.setattr(KernelRunner, "_launch", record_launch)
-    monkeypatch.setattr(pre, "precompile", record_precompile)
+    monkeypatch.setattr(pre, "start", record_start)
 
     def g(x, y):
         return (x.cos() * 2).sum(1), (x.exp() + y).to(torch.float16)

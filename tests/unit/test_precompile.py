@@ -167,3 +167,85 @@ def test_each_compile_loads_its_binary_in_the_same_pool_job(monkeypatch):
         if what == "load":
             assert ("compile", k, loads[k]) in events[:events.index(("load", k, loads[k]))]
     assert stats["precompile_compile_thread_s"] >= 0 and stats["precompile_load_thread_s"] >= 0
+
+
+def test_a_graph_compiles_in_the_background_and_its_first_call_waits(monkeypatch):
+    # start() returns at once; the program goes on (here: the main thread checks the compile
+    # has not finished); wait_all() blocks until it has, and counts the compiles of the pool
+    import contextlib
+    import threading
+
+    from triton.runtime._async_compile import active_mode
+
+    release = threading.Event()
+    done = []
+
+    class Compiled:
+        run = None
+
+    class Fn:
+        def __init__(self, i):
+            self.i = i
+
+        def warmup(self, *args, grid, **cfg):
+            def compile_fn():
+                release.wait(10)
+                from triton import knobs
+                knobs.compilation.listener(cache_hit=False)   # as Triton reports a build
+                done.append(self.i)
+                return Compiled()
+            return active_mode.get().submit(self.i, compile_fn, lambda k: None)
+
+    monkeypatch.setattr(pre, "interpreting", lambda: False)
+    jobs = [pre.Job(f"k{i}", Fn(i), [], {"XBLOCK": 1}) for i in range(3)]
+    stats = {}
+    assert pre.start(jobs, torch.device("cuda"), 2, stats, on_device=contextlib.nullcontext)
+    assert done == []                  # still compiling: start did not wait
+    release.set()
+    assert pre.wait_all() >= 0
+    assert sorted(done) == [0, 1, 2] and stats["triton_built"] == 3
+    assert pre.wait_all() < 0.5        # nothing left to wait for
+
+
+def test_overlapping_counters_on_two_threads_count_their_own_compiles():
+    # a background precompile (pool threads) and a launch on the main thread count at the same
+    # time; each block gets its own thread's compiles, and the user's listener is back at the end
+    # whichever block closes first
+    import threading
+
+    from triton import knobs
+
+    from solder.runtime.launch import count_compiles
+    heard = []
+    user = knobs.compilation.listener = lambda **kw: heard.append(kw["cache_hit"])
+    try:
+        pool_stats, main_stats = {}, {}
+        pool_block = count_compiles(pool_stats, "solder-precompile")
+        main_block = count_compiles(main_stats)
+        pool_block.__enter__()
+        main_block.__enter__()
+        t = threading.Thread(target=lambda: knobs.compilation.listener(cache_hit=True),
+                             name="solder-precompile_0")
+        t.start()
+        t.join()
+        knobs.compilation.listener(cache_hit=False)           # on the main thread
+        pool_block.__exit__(None, None, None)                 # the first to open closes first
+        knobs.compilation.listener(cache_hit=False)
+        main_block.__exit__(None, None, None)
+        assert pool_stats == {"triton_cached": 1, "triton_built": 0}
+        assert main_stats == {"triton_cached": 0, "triton_built": 2}
+        assert knobs.compilation.listener is user and heard == [True, False, False]
+    finally:
+        knobs.compilation.listener = None
+
+
+def test_the_first_call_runs_the_waits_once():
+    from solder.runtime.compiled import CompiledGraph
+    from solder.codegen.wrapper import WrapperModule
+    import solder.config as config_mod
+    g = CompiledGraph("g", WrapperModule("def call(args):\n    return [args[0] + 1]\n"), "", {},
+                      config_mod.resolve(None), None)
+    waited = []
+    g.before_first_call.append(lambda: waited.append(1))
+    assert g([torch.ones(1)])[0].item() == 2 and g([torch.ones(1)])[0].item() == 2
+    assert waited == [1]
