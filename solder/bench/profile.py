@@ -105,7 +105,9 @@ def _compile_breakdown(name, work) -> int:
     counts: dict = {}
     for g in ctx.graphs:
         for k, v in g.timings.items():
-            if isinstance(v, float) and k.endswith("_thread_s"):   # summed over a pool's threads
+            if k == "precompile_slowest":
+                print(f"  {g.name} slowest precompile jobs (compile+load): {v}")
+            elif isinstance(v, float) and k.endswith("_thread_s"):   # summed over a pool's threads
                 counts[k] = round(counts.get(k, 0.0) + v, 2)
             elif isinstance(v, float):   # seconds
                 stages[k] = stages.get(k, 0.0) + v

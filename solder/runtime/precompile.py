@@ -184,13 +184,19 @@ def _compile_and_load(jobs, on_device, threads, stats) -> float:
         executor = _CompileThenLoad(pool, on_device)
         with count_compiles(stats, POOL_THREAD_PREFIX), on_device(), \
                 AsyncCompileMode(executor, ignore_errors=True):
-            results = [_warmup(job) for job in jobs]
+            results = []
+            for job in jobs:
+                executor.job = job   # warmup submits its compile, if any, right now
+                results.append(_warmup(job))
         # what Triton already held in memory came back at once, not through the pool
         ready = {id(k): k for k in results if k is not None and not hasattr(k, "future")}
         list(pool.map(lambda k: _load(k, on_device), ready.values()))
     # thread-seconds, summed over the pool: which half of the work the wall time went to
     stats["precompile_compile_thread_s"] = executor.seconds["compile"]
     stats["precompile_load_thread_s"] = executor.seconds["load"]
+    slowest = sorted(executor.per_job, key=lambda r: -r[0])[:5]
+    stats["precompile_slowest"] = "; ".join(f"{name} {cfg} {sec:.2f}+{load:.2f} s"
+                                            for sec, load, name, cfg in slowest)
     return time.perf_counter() - t0
 
 
@@ -201,6 +207,8 @@ class _CompileThenLoad:
     def __init__(self, pool, on_device):
         self.pool, self.on_device = pool, on_device
         self.seconds = {"compile": 0.0, "load": 0.0}
+        self.per_job: list = []   # (compile s, load s, kernel, config), for the compile report
+        self.job = None
         self.lock = threading.Lock()
 
     def _add(self, what: str, seconds: float) -> None:
@@ -208,6 +216,8 @@ class _CompileThenLoad:
             self.seconds[what] += seconds
 
     def submit(self, compile_fn):
+        job = self.job
+
         def work():
             t0 = time.perf_counter()
             try:
@@ -216,7 +226,10 @@ class _CompileThenLoad:
                 t1 = time.perf_counter()
                 self._add("compile", t1 - t0)
             _load(kernel, self.on_device)
-            self._add("load", time.perf_counter() - t1)
+            t2 = time.perf_counter()
+            self._add("load", t2 - t1)
+            if job is not None:
+                self.per_job.append((t1 - t0, t2 - t1, job.kernel, job.cfg))
             return kernel
         return self.pool.submit(work)
 

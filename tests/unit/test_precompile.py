@@ -167,6 +167,7 @@ def test_each_compile_loads_its_binary_in_the_same_pool_job(monkeypatch):
         if what == "load":
             assert ("compile", k, loads[k]) in events[:events.index(("load", k, loads[k]))]
     assert stats["precompile_compile_thread_s"] >= 0 and stats["precompile_load_thread_s"] >= 0
+    assert all(f"k{i} {{'XBLOCK': 1}}" in stats["precompile_slowest"] for i in range(3))
 
 
 def test_a_graph_compiles_in_the_background_and_its_first_call_waits(monkeypatch):
