@@ -107,7 +107,8 @@ def _compile_breakdown(name, work) -> int:
         for k, v in g.timings.items():
             if k == "precompile_slowest":
                 print(f"  {g.name} slowest precompile jobs (compile+load): {v}")
-            elif isinstance(v, float) and k.endswith("_thread_s"):   # summed over a pool's threads
+            elif isinstance(v, float) and k.startswith("precompile_"):   # inside the wait, or
+                # summed over a pool's threads: not a stage of its own
                 counts[k] = round(counts.get(k, 0.0) + v, 2)
             elif isinstance(v, float):   # seconds
                 stages[k] = stages.get(k, 0.0) + v

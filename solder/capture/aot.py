@@ -37,6 +37,16 @@ def paused_gc(enabled: bool):
         gc.enable()
 
 
+def _start_compile_workers(config) -> None:
+    """Worker processes start while the graph is captured, to be ready for its kernels
+    (runtime/compile_workers.py)."""
+    if config.compile_processes and torch.cuda.is_available():
+        from ..runtime import compile_workers
+        from ..runtime.precompile import default_threads
+        n = default_threads() if config.compile_processes < 0 else config.compile_processes
+        compile_workers.warm(n)
+
+
 def _compiler(kind: str, ctx: CompileContext):
     def compile_fn(gm, example_inputs):
         # a backward graph compiles at the first backward, outside the backend call below
@@ -67,6 +77,7 @@ def make_aot_backend(ctx: CompileContext):
     )
 
     def compile_fn(gm, example_inputs):
+        _start_compile_workers(ctx.config)
         rewrite_view_scatters(gm)  # before autograd: gradients right, shapes static
         # Effect tokens (with_effects around side-effectful ops such as linalg's error checks)
         # become ops inside the graphs (_make_token/_sink_tokens), not graph inputs that

@@ -39,7 +39,8 @@ FORMAT = 1
 # Settings that do not change generated code. Every other field is keyed, so a new setting is
 # keyed until someone says otherwise (a needless miss rather than a wrong hit).
 _NOT_CODE = frozenset({"debug_dir", "cache", "cache_dir", "autotune", "log_compile",
-                       "debug_eager", "compile_threads", "overlap_compile", "pause_gc"})
+                       "debug_eager", "compile_threads", "overlap_compile", "pause_gc",
+                       "compile_processes"})
 
 
 class Uncacheable(Exception):

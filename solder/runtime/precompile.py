@@ -133,7 +133,7 @@ POOL_THREAD_PREFIX = "solder-precompile"
 
 
 def start(jobs: list[Job], device: torch.device, threads: int, stats: dict | None = None,
-          on_device=None) -> bool:
+          on_device=None, processes: int = 0) -> bool:
     """Starts compiling ``jobs`` in the background; False where there is nothing to do.
     ``on_device``: a context factory that makes ``device`` current (default torch.cuda's)."""
     global _BACKGROUND
@@ -143,7 +143,7 @@ def start(jobs: list[Job], device: torch.device, threads: int, stats: dict | Non
         _BACKGROUND = ThreadPoolExecutor(1, thread_name_prefix=POOL_THREAD_PREFIX + "-graphs")
     stats = stats if stats is not None else {}
     on_device = on_device or (lambda: torch.cuda.device(device))
-    future = _BACKGROUND.submit(_compile_and_load, jobs, on_device, threads, stats)
+    future = _BACKGROUND.submit(_compile_and_load, jobs, on_device, threads, stats, processes)
     with _PENDING_LOCK:
         _PENDING.add(future)
     future.add_done_callback(_done)
@@ -171,10 +171,15 @@ def wait_all() -> float:
             _done(future)
 
 
-def _compile_and_load(jobs, on_device, threads, stats) -> float:
+def _compile_and_load(jobs, on_device, threads, stats, processes: int = 0) -> float:
     from triton import AsyncCompileMode
     t0 = time.perf_counter()
     stats = stats if stats is not None else {}
+    if processes > 0:
+        try:
+            _compile_in_workers(jobs, on_device, processes, stats)
+        except Exception as e:  # noqa: BLE001 - the thread pool below compiles them all
+            stats["precompile_workers_failed"] = f"{type(e).__name__}: {e}"
     with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix=POOL_THREAD_PREFIX) as pool:
         # A kernel's first launch would load its binary and build its launcher (a small C
         # module per argument signature, compiled with the system C compiler where Triton's
@@ -198,6 +203,20 @@ def _compile_and_load(jobs, on_device, threads, stats) -> float:
     stats["precompile_slowest"] = "; ".join(f"{name} {cfg} {sec:.2f}+{load:.2f} s"
                                             for sec, load, name, cfg in slowest)
     return time.perf_counter() - t0
+
+
+def _compile_in_workers(jobs, on_device, processes: int, stats: dict) -> None:
+    """Compile the jobs into Triton's disk cache in worker processes first
+    (runtime/compile_workers.py); the thread pool then reads them back."""
+    from triton.runtime import driver
+
+    from . import compile_workers
+    t0 = time.perf_counter()
+    with on_device():
+        target = driver.active.get_current_target()
+        records = compile_workers.record([lambda job=job: _warmup(job) for job in jobs])
+    stats["precompile_in_workers"] = compile_workers.compile_ahead(records, target, processes)
+    stats["precompile_workers_s"] = time.perf_counter() - t0
 
 
 class _CompileThenLoad:

@@ -250,3 +250,21 @@ def test_the_first_call_runs_the_waits_once():
     g.before_first_call.append(lambda: waited.append(1))
     assert g([torch.ones(1)])[0].item() == 2 and g([torch.ones(1)])[0].item() == 2
     assert waited == [1]
+
+
+def test_workers_that_cannot_start_leave_the_compiles_to_the_pool(monkeypatch):
+    # compile_processes > 0 where the worker step fails (here: no GPU target): the thread pool
+    # still compiles every job, and the report says why the workers did not
+    import contextlib
+
+    class Fn:
+        def warmup(self, *args, grid, **cfg):
+            return None
+
+    def broken(*a):
+        raise RuntimeError("no driver")
+    monkeypatch.setattr(pre, "_compile_in_workers", broken)
+    stats = {}
+    pre._compile_and_load([pre.Job("k0", Fn(), [], {"XBLOCK": 1})], contextlib.nullcontext, 2,
+                          stats, processes=2)
+    assert stats["precompile_workers_failed"] == "RuntimeError: no driver"

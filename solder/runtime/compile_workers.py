@@ -1,0 +1,204 @@
+"""Triton compiles in worker processes (``Config.compile_processes``; off by default until
+measured on a GPU).
+
+Why: a graph's compiles on a thread pool are bound by the GIL. On an H200 host a LLaMA training
+step's 69 compiles took 66.9 thread-seconds on 16 threads, for work one thread does in ~6 s
+(about 38% of a Triton compile holds the GIL), and the pool's wall time was no better than a
+serial compile (docs/perf-notes.md). Triton's ``compile`` needs no GPU when it is given the
+target, so plain worker processes can do it.
+
+How (``runtime/precompile.py`` calls ``compile_ahead`` before its thread pool):
+1. *Record.* Each job's ``warmup`` runs with Triton's ``jit_cache_hook`` answering "skip" on
+   this thread: Triton hands over exactly what it would compile (signature, constexprs,
+   attributes and options, as its own specialization JSON) and compiles nothing.
+2. *Compile.* The workers compile those into Triton's on-disk cache. Same source file, module
+   name, specialization, target and environment give the same cache key the JIT computes.
+3. *Load.* The thread pool then runs the jobs as before: each compile is a cache hit (the binary
+   read back), then the binary loads and the launcher builds.
+A specialization that fails to record or to compile in a worker is compiled in step 3 as before,
+which reports any error the usual way.
+
+The workers are this file run as a script (``python compile_workers.py``: Triton is imported, not
+torch nor Solder, and a user's ``__main__`` is never re-run as ``multiprocessing`` would). Each
+reads one JSON job per line on stdin and answers one JSON line; they live as long as the process
+and exit at the end of their stdin.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from queue import Empty, Queue
+
+
+# ---------------------------------------------------------------------------------------------
+# In Solder's process
+
+
+class _Recorder:
+    """Triton's ``jit_cache_hook`` while jobs are recorded: on the recording thread it keeps the
+    specialization and skips the compile; on any other thread it defers to the hook that was
+    there before (a launch elsewhere must compile as usual)."""
+
+    def __init__(self, previous):
+        self.thread = threading.get_ident()
+        self.previous = previous
+        self.records: list[dict] = []
+
+    def __call__(self, **kw):
+        if threading.get_ident() != self.thread:
+            return self.previous(**kw) if self.previous is not None else None
+        fn = kw["fn"]
+        code = getattr(getattr(fn.jit_function, "fn", None), "__code__", None)
+        if code is None:
+            return None
+        self.records.append({"module": fn.module, "path": code.co_filename, "name": fn.name,
+                             "data": kw["compile"]["specialization_data"]})
+        return True
+
+
+def record(warmups) -> list[dict]:
+    """Run ``warmups`` (callables) with compiles skipped; the specializations they asked for."""
+    from triton import knobs
+    previous = knobs.runtime.jit_cache_hook
+    recorder = _Recorder(previous)
+    knobs.runtime.jit_cache_hook = recorder
+    try:
+        for warmup in warmups:
+            try:
+                warmup()
+            except Exception:  # noqa: BLE001 - compiled (and reported) in step 3 instead
+                pass
+    finally:
+        if knobs.runtime.jit_cache_hook is recorder:
+            knobs.runtime.jit_cache_hook = previous
+    return recorder.records
+
+
+def compile_ahead(records: list[dict], target, processes: int) -> int:
+    """Compile ``records`` in up to ``processes`` workers; returns how many compiled."""
+    if not records or processes <= 0:
+        return 0
+    pool = _pool(processes)
+    jobs: Queue = Queue()
+    for r in records:
+        jobs.put({**r, "target": [target.backend, target.arch, target.warp_size]})
+    done = [0]
+    lock = threading.Lock()
+
+    def drain(worker):
+        while True:
+            try:
+                job = jobs.get_nowait()
+            except Empty:
+                return
+            if worker.ask(job).get("ok"):
+                with lock:
+                    done[0] += 1
+    threads = [threading.Thread(target=drain, args=(w,)) for w in pool[:len(records)]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done[0]
+
+
+class _Worker:
+    def __init__(self):
+        env = dict(os.environ)
+        env.pop("TRITON_INTERPRET", None)
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1)
+        self.lock = threading.Lock()
+
+    def ask(self, job: dict) -> dict:
+        with self.lock:
+            try:
+                self.proc.stdin.write(json.dumps(job) + "\n")
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline()
+                return json.loads(line) if line else {"ok": False, "error": "worker exited"}
+            except (OSError, ValueError) as e:
+                return {"ok": False, "error": str(e)}
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+_POOL: list[_Worker] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(processes: int) -> list[_Worker]:
+    with _POOL_LOCK:
+        _POOL[:] = [w for w in _POOL if w.alive()]
+        while len(_POOL) < processes:
+            _POOL.append(_Worker())
+        return list(_POOL)
+
+
+def warm(processes: int) -> None:
+    """Start the workers now (each imports Triton, about a second), so that they are ready when
+    the first graph's kernels are."""
+    if processes > 0:
+        _pool(processes)
+
+
+# ---------------------------------------------------------------------------------------------
+# In a worker
+
+
+def _compile(job: dict, modules: dict) -> None:
+    import importlib.util
+
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    mod = modules.get(job["path"])
+    if mod is None:
+        # the module name is part of the kernel's cache key: import it under Solder's own name
+        spec = importlib.util.spec_from_file_location(job["module"], job["path"])
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[job["module"]] = mod
+        spec.loader.exec_module(mod)
+        modules[job["path"]] = mod
+    fn = getattr(mod, job["name"])
+    data = json.loads(job["data"])
+    constexprs = {}
+    for k, v in zip(data["constant_keys"], data["constant_vals"]):
+        if isinstance(v, str) and tl.dtype.is_dtype(v):
+            v = tl.dtype(v)
+        elif isinstance(v, dict) and "constexpr" in v:
+            v = tl.constexpr(v["constexpr"])
+        constexprs[tuple(k)] = v
+    attrs = dict(zip(map(tuple, data["attrs_keys"]), data["attrs_vals"]))
+    signature = {k: _tuples(v) for k, v in data["signature"].items()}
+    options = {k: _tuples(v) for k, v in data["options"].items()}
+    backend, arch, warp_size = job["target"]
+    triton.compile(ASTSource(fn, signature, constexprs, attrs),
+                   target=GPUTarget(backend, arch, warp_size), options=options)
+
+
+def _tuples(v):
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def _serve() -> None:
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)   # what Triton or a kernel module prints must not reach the answers
+    modules: dict = {}
+    for line in sys.stdin:
+        try:
+            _compile(json.loads(line), modules)
+            answer = {"ok": True}
+        except Exception as e:  # noqa: BLE001 - the job is compiled in Solder's process instead
+            answer = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:500]}"}
+        out.write(json.dumps(answer) + "\n")
+
+
+if __name__ == "__main__":
+    _serve()

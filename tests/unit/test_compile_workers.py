@@ -1,0 +1,96 @@
+"""Triton compiles in worker processes (runtime/compile_workers.py), without a GPU: a worker
+compiles a recorded specialization for sm_90 into Triton's disk cache, a fresh process asking
+Triton for the same compile finds it there, a bad job is answered with its error, and the
+recorder skips compiles only on its own thread."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from solder.runtime import compile_workers
+
+KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k0(ptr0, ptr1, xnumel, XBLOCK: tl.constexpr):
+    x = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    tl.store(ptr1 + x, tl.load(ptr0 + x, x < xnumel) * 2, x < xnumel)
+'''
+
+SPEC = {"name": "solder_generated.test_k.k0",
+        "signature": {"ptr0": "*fp32", "ptr1": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"},
+        "constant_keys": [[3]], "constant_vals": [128],
+        "attrs_keys": [[0], [1]], "attrs_vals": [[["tt.divisibility", 16]]] * 2,
+        "options": {"num_warps": 4, "num_stages": 3}, "key": "unused"}
+
+# a fresh process asks Triton for the same compile and reports whether its cache had it
+SAME_COMPILE = textwrap.dedent('''
+    import json, sys
+    from triton import knobs
+    hits = []
+    knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+    sys.path.insert(0, sys.argv[2])
+    import compile_workers_script as w
+    w._compile(json.loads(sys.argv[1]), {})
+    print(json.dumps(hits))
+''')
+
+
+@pytest.fixture
+def job(tmp_path, monkeypatch):
+    path = tmp_path / "kernels_test.py"
+    path.write_text(KERNEL)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    return {"module": "solder_generated.test_k", "path": str(path), "name": "k0",
+            "data": json.dumps(SPEC)}
+
+
+class _Target:
+    backend, arch, warp_size = "cuda", 90, 32
+
+
+def test_a_worker_compiles_into_the_cache_that_a_fresh_process_then_hits(job, tmp_path):
+    compile_workers._POOL.clear()   # workers inherit this test's TRITON_CACHE_DIR
+    assert compile_workers.compile_ahead([job], _Target(), 2) == 1
+    cubins = list((tmp_path / "triton-cache").rglob("*.cubin"))
+    assert len(cubins) == 1
+    # the worker script, importable without Solder's package, as the workers run it
+    script_dir = tmp_path / "script"
+    script_dir.mkdir()
+    (script_dir / "compile_workers_script.py").write_text(open(compile_workers.__file__).read())
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", SAME_COMPILE,
+                        json.dumps({**job, "target": ["cuda", 90, 32]}), str(script_dir)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [True]
+
+
+def test_a_bad_job_is_answered_with_its_error_and_the_worker_goes_on(job):
+    compile_workers._POOL.clear()
+    bad = {**job, "name": "no_such_kernel"}
+    (worker,) = compile_workers._pool(1)
+    answer = worker.ask({**bad, "target": ["cuda", 90, 32]})
+    assert answer["ok"] is False and "no_such_kernel" in answer["error"]
+    assert worker.ask({**job, "target": ["cuda", 90, 32]}) == {"ok": True}
+
+
+def test_the_recorder_skips_compiles_on_its_own_thread_only():
+    heard = []
+    recorder = compile_workers._Recorder(lambda **kw: heard.append(kw["key"]) or None)
+    info = SimpleNamespace(module="m", name="k0", jit_function=SimpleNamespace(fn=test_a_bad_job_is_answered_with_its_error_and_the_worker_goes_on))
+    call = dict(key="a", fn=info, compile={"specialization_data": "{}"})
+    assert recorder(**call) is True and recorder.records[0]["name"] == "k0"
+    out = []
+    t = threading.Thread(target=lambda: out.append(recorder(**{**call, "key": "b"})))
+    t.start()
+    t.join()
+    assert out == [None] and heard == ["b"] and len(recorder.records) == 1
