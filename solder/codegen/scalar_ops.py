@@ -30,6 +30,17 @@ def _fmt(template):
     return lambda args, dtypes: template.format(*args)
 
 
+def _float_only(emit):
+    """A rounding op: the identity on integers and bools (Triton's floor/ceil take floats)."""
+    return lambda args, dtypes: args[0] if not dtypes[0].is_floating_point else emit(args, dtypes)
+
+
+def _pow_op(args, dtypes):
+    if not any(dt.is_floating_point for dt in dtypes):
+        return f"_ipow({args[0]}, {args[1]})"   # integers: exact, wrapping like torch
+    return _ld("pow", lambda x, y: f"_pow({x}, {y})")(args, dtypes)
+
+
 def _is_int(dt):
     return not dt.is_floating_point and dt != torch.bool
 
@@ -126,7 +137,7 @@ SCALAR_OPS = {
     "log1p": _ld("log1p", lambda x: f"tl.log(1.0 + {x})"),
     "sqrt": _fmt("tl.sqrt({0})"),
     "rsqrt": _fmt("tl.rsqrt({0})"),
-    "pow": _ld("pow", lambda x, y: f"_pow({x}, {y})"),
+    "pow": _pow_op,
     # trigonometric and hyperbolic
     "sin": _fmt("tl.sin({0})"),
     "cos": _fmt("tl.cos({0})"),
@@ -152,10 +163,10 @@ SCALAR_OPS = {
     "copysign": _ld("copysign", lambda x, y: f"tl.where(({y} < 0) | ((1.0 / {y}) < 0), -tl.abs({x}), tl.abs({x}))"),
     "nextafter": _ld("nextafter"),
     # rounding
-    "floor": _fmt("tl.floor({0})"),
-    "ceil": _fmt("tl.ceil({0})"),
-    "trunc": _ld("trunc", lambda x: f"_trunc({x})"),
-    "round": _ld("nearbyint", lambda x: f"_round_half_even({x})"),
+    "floor": _float_only(_fmt("tl.floor({0})")),
+    "ceil": _float_only(_fmt("tl.ceil({0})")),
+    "trunc": _float_only(_ld("trunc", lambda x: f"_trunc({x})")),
+    "round": _float_only(_ld("nearbyint", lambda x: f"_round_half_even({x})")),
     "frac": _fmt("({0} - _trunc({0}))"),
     # comparisons and logic
     "eq": _fmt("({0} == {1})"),
@@ -205,6 +216,21 @@ def _asinh(x):
     ax = tl.abs(x)
     r = tl.log(ax + tl.sqrt(ax * ax + 1.0))
     return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def _ipow(x, y):
+    # integer power by squaring (products wrap like torch's); a negative exponent gives 1 for
+    # base 1, -1 or 1 for base -1 (odd or even exponent) and 0 for every other base
+    r = x * 0 + y * 0 + 1
+    b = x + y * 0
+    e = tl.where(y < 0, 0, y)
+    for _ in tl.static_range(63):
+        r = tl.where((e & 1) != 0, r * b, r)
+        b = b * b
+        e = e >> 1
+    neg = tl.where(x == 1, 1, tl.where(x == -1, tl.where((y & 1) != 0, -1, 1), 0))
+    return tl.where(y < 0, neg, r)
 
 
 @triton.jit

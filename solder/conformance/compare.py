@@ -36,6 +36,17 @@ TOLERANCE_OVERRIDES: dict[tuple[str, str, Optional[str]], tuple[float, float, st
     # ("cumsum", "float32", None): (1e-4, 1e-5, "a parallel scan adds in a different order"),
 }
 
+# Ops whose index output is ambiguous when the input has ties (equal values along the reduced
+# dimension): any index of an equal element is right, and eager's own choice is unspecified (its
+# CPU and CUDA kernels pick differently). For these the values must match exactly and each index
+# must point at an element equal to its value. Entry: (position of ``dim`` among the sample's
+# args, whether the indices keep the dimension unless ``keepdim`` says otherwise, position of
+# ``keepdim`` among the args or None).
+TIE_AMBIGUOUS_INDICES = {
+    "topk": (1, True, None),       # topk(input, k, dim=-1, largest, sorted)
+    "kthvalue": (1, False, 2),     # kthvalue(input, k, dim=-1, keepdim=False)
+}
+
 # Kolmogorov-Smirnov critical constant: c * sqrt((n+m)/(n*m)); c = 2.5 is a false-alarm
 # probability of about 7e-6 per compared tensor, so a full run of the suite stays quiet.
 _KS_CONSTANT = 2.5
@@ -209,3 +220,31 @@ def _kind_of(value: Any) -> str:
 def _squeeze(text: str, limit: int = 600) -> str:
     text = " ".join(line.strip() for line in text.strip().splitlines() if line.strip())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def tied_indices_agree(actual: dict, expected: dict, op_name: str, sample) -> bool:
+    """For a ``TIE_AMBIGUOUS_INDICES`` op whose indices differ from eager's: True when everything
+    else matches and every returned index points at an element equal to its value."""
+    if op_name not in TIE_AMBIGUOUS_INDICES or not isinstance(actual.get("output"), tuple):
+        return False
+    out = actual["output"]
+    (values, idx), (_, e_idx) = out, expected["output"]
+    same_rest = dict(actual, output=type(out)((values, e_idx)))   # a torch.return_types tuple
+    if compare(same_rest, expected, how="values", op_name=op_name, kind="forward", where=""):
+        return False
+    dim_at, keeps, keepdim_at = TIE_AMBIGUOUS_INDICES[op_name]
+    args, kwargs = list(sample.args), dict(sample.kwargs)
+    dim = args[dim_at] if len(args) > dim_at else kwargs.get("dim", -1)
+    keepdim = keeps
+    if keepdim_at is not None:
+        keepdim = args[keepdim_at] if len(args) > keepdim_at else kwargs.get("keepdim", False)
+    x = sample.input
+    if x.dim() == 0:
+        return bool(torch.equal(idx, e_idx))
+    dim = dim % x.dim()
+    if not keepdim:
+        idx, values = idx.unsqueeze(dim), values.unsqueeze(dim)
+    if idx.dtype != torch.int64 or ((idx < 0) | (idx >= x.shape[dim])).any():
+        return False
+    picked = torch.gather(x, dim, idx)
+    return bool(torch.equal(picked, values.to(picked.dtype)))

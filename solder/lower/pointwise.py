@@ -188,8 +188,6 @@ def _pow_scalar(call: Call, a, exponent):
                     r = E.call("mul", r, v, dtype=comp)
             return E.cast(r, call.dtype)
         return Virtual(call.size, call.dtype, call.device, fn, stride=call.stride)
-    if not comp.is_floating_point:
-        raise Decline("integer pow with a general exponent")
     return pointwise(call, "pow", [a, exponent], K.BOOL_TO_LONG)
 
 

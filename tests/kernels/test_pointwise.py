@@ -29,6 +29,19 @@ def test_integer_arithmetic():
           a, b, kernels=1)
 
 
+def test_integer_pow_is_exact_and_rounding_ops_are_the_identity_on_integers():
+    # integer pow by squaring: negative exponents (1, -1 or 0, as eager), products that wrap
+    # around int64, bool bases; floor/ceil/trunc/round of integers return them unchanged
+    base = torch.tensor([2, -3, 0, 1, -1, 5, -1, 3, 7, -2])
+    exp = torch.tensor([3, -2, -1, -5, -3, 0, -4, 40, 2, 63])
+    check(lambda a, b: (torch.pow(a, b), torch.pow(3, b.abs()), torch.pow(a, 5)), base, exp,
+          kernels=1)
+    check(lambda a, b: torch.pow(a, b), torch.tensor([True, False, True]),
+          torch.tensor([2, 0, 0]))
+    check(lambda a: (torch.floor(a), torch.ceil(a), torch.trunc(a), torch.round(a) * 2),
+          base, kernels=1)
+
+
 def test_comparison_and_logic():
     a, b = torch.randn(50), torch.randn(50)
     check(lambda x, y: ((x < y) & (x > -0.5), (x == y) | ~(x >= 0), torch.logical_xor(x > 0, y > 0),
