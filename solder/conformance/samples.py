@@ -70,6 +70,30 @@ def tensors_in(value: Any) -> Iterator[torch.Tensor]:
             yield from tensors_in(v)
 
 
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def upcast(sample, dtype: torch.dtype = torch.float64):
+    """The sample with its low-precision floating tensors in ``dtype`` (requires_grad kept):
+    the input of a reference run that says how far eager itself is from the exact result."""
+    import copy
+
+    def up(v):
+        if isinstance(v, torch.Tensor) and v.dtype in LOW_PRECISION:
+            out = v.detach().to(dtype)
+            return out.requires_grad_(v.requires_grad)
+        if isinstance(v, list):
+            return [up(x) for x in v]
+        if isinstance(v, tuple) and not hasattr(v, "_fields"):
+            return tuple(up(x) for x in v)
+        if isinstance(v, dict):
+            return {k: up(x) for k, x in v.items()}
+        return v
+    out = copy.copy(sample)
+    out.input, out.args, out.kwargs = up(sample.input), up(tuple(sample.args)), up(dict(sample.kwargs))
+    return out
+
+
 def grad_output_like(t: torch.Tensor, seed: int) -> torch.Tensor:
     """A fixed random cotangent for output ``t`` (the same for the eager and compiled runs)."""
     g = torch.Generator().manual_seed(seed)

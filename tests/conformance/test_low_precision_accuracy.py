@@ -1,0 +1,40 @@
+"""float16/bfloat16 results that differ from eager's pass when they are about as close as
+eager's to a float64 run of the op (compare.no_less_accurate); everything else must match."""
+import torch
+
+from solder.conformance.compare import no_less_accurate
+
+
+def _check(actual, expected, reference):
+    return no_less_accurate(actual, expected, reference, op_name="op", kind="forward")
+
+
+def test_a_result_closer_to_the_exact_one_passes_and_a_worse_one_does_not():
+    exact = torch.linspace(-3, 3, 64, dtype=torch.float64) * 1.0001
+    eager = (exact.half() + 0.002).half()               # eager off by a few ulps
+    better = exact.half()                               # one rounding of the exact result
+    worse = (exact + 0.05).half()
+    assert _check(better, eager, exact)
+    assert not _check(worse, eager, exact)
+
+
+def test_integers_and_nan_positions_must_match_exactly():
+    exact = torch.ones(4, dtype=torch.float64)
+    out = {"output": (exact.half(), torch.tensor([1, 2]))}
+    assert _check(out, {"output": (exact.half(), torch.tensor([1, 2]))},
+                  {"output": (exact, torch.tensor([1, 2]))})
+    assert not _check(out, {"output": (exact.half(), torch.tensor([1, 3]))},
+                      {"output": (exact, torch.tensor([1, 3]))})
+    nan = torch.tensor([float("nan"), 1.0], dtype=torch.float64)
+    assert not _check(torch.tensor([0.0, 1.0]).half(), nan.half(), nan)
+
+
+def test_where_eager_overflows_a_finite_result_close_to_the_exact_one_passes():
+    exact = torch.tensor([70000.0, 1.0], dtype=torch.float64)   # above float16's largest
+    eager = torch.tensor([float("inf"), 1.0]).half()
+    # float16's largest finite value is not close to 70000: no rescue
+    assert not _check(torch.tensor([65504.0, 1.0]).half(), eager, exact)
+    # a compiled result that keeps float32 where eager overflowed, stored as bfloat16
+    eager_bf = torch.tensor([float("inf"), 1.0]).bfloat16()
+    assert _check(exact.bfloat16(), eager_bf, exact)
+    assert not _check(torch.tensor([1.0, 1.0]).bfloat16(), eager_bf, exact)
