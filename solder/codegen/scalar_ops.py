@@ -219,6 +219,15 @@ def _asinh(x):
 
 
 @triton.jit
+def _round_to_bf16(x):
+    # float32 -> the nearest bfloat16 (ties to even), still as float32: Triton's interpreter
+    # truncates this conversion; NaN stays NaN
+    b = x.to(tl.uint32, bitcast=True)
+    r = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return tl.where(x != x, x, r.to(tl.float32, bitcast=True))
+
+
+@triton.jit
 def _ipow(x, y):
     # integer power by squaring (products wrap like torch's); a negative exponent gives 1 for
     # base 1, -1 or 1 for base -1 (odd or even exponent) and 0 for every other base

@@ -225,10 +225,23 @@ def _cast(x: str, src: torch.dtype, dst: torch.dtype) -> str:
         # first, as eager converts it (and Triton's interpreter turns int64 -> bfloat16 into 0)
         if not src.is_floating_point:
             x = f"{x}.to(tl.float32)"
-        return f"{x}.to({TL_DTYPE[dst]}).to(tl.float32)"
+        return f"{_narrowed(x, reg_dtype(src), dst)}.to(tl.float32)"
     if reg_dtype(src) == reg_dtype(dst):
         return x
     return f"{x}.to({TL_DTYPE[reg_dtype(dst)]})"
+
+
+def _narrowed(x: str, reg: torch.dtype, dst: torch.dtype) -> str:
+    """``x`` (held as ``reg``) converted to ``dst`` for a store or a rounding. Triton's
+    interpreter converts to bfloat16 wrongly: float64 by its bit pattern (1.54 became 9e-41) and
+    float32 by truncation (0.3 became 0.2988, not 0.3008). There a value goes through float32 and
+    is rounded to the nearest bfloat16 first (``_round_to_bf16``), so that the conversion is
+    exact; generated GPU code converts directly, rounding to nearest even in hardware."""
+    if dst == torch.bfloat16 and scalar_ops.interpreting():
+        if reg != torch.float32:
+            x = f"{x}.to(tl.float32)"
+        x = f"_round_to_bf16({x})"
+    return f"{x}.to({TL_DTYPE[dst]})"
 
 
 IDENTITY = {
@@ -389,7 +402,7 @@ class KernelGen:
         if out_dtype == torch.bool:
             val = f"({v} != 0)"
         else:
-            val = f"{v}.to({TL_DTYPE[out_dtype]})"
+            val = _narrowed(v, reg_dtype(p.value.dtype), out_dtype)
         mode = getattr(p.buffer, "store_mode", "store")
         if p.value.op == "const":  # a constant is one element: give it the block's shape
             shape = "[XBLOCK]" if not k.is_reduction else (
@@ -499,7 +512,8 @@ class KernelGen:
             return
         out_dtype = self.by_name[p.buffer.name].dtype
         r = self.rref[p.buffer.name]
-        val = f"({r} != 0)" if out_dtype == torch.bool else f"{r}.to({TL_DTYPE[out_dtype]})"
+        val = f"({r} != 0)" if out_dtype == torch.bool else _narrowed(
+            r, reg_dtype(p.value.dtype), out_dtype)
         idx = self.printer(p.store_index)
         if not (sympy.sympify(p.store_index).free_symbols & {XINDEX}):
             idx = f"{idx} + xindex * 0"
