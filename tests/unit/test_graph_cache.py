@@ -107,9 +107,9 @@ def test_a_hit_precompiles_the_kept_configs_of_the_first_call(tmp_path, monkeypa
                                            for a in args), tuple(sorted(cfg.items()))))
         return real_launch(self, cfg, args, xnumel, key)
 
-    def record_start(jobs, device, threads, stats=None, on_device=None):
+    def record_start(jobs, device, threads, stats=None, on_device=None, processes=0):
         handed.append((jobs, device))
-        return real_start(jobs, device, threads, stats, on_device)
+        return real_start(jobs, device, threads, stats, on_device, processes)
     monkeypatch.setattr(KernelRunner, "_launch", record_launch)
     monkeypatch.setattr(pre, "start", record_start)
 
