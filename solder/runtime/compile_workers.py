@@ -130,10 +130,14 @@ class _Worker:
 
 _POOL: list[_Worker] = []
 _POOL_LOCK = threading.Lock()
+_POOL_PID = [0]   # a forked child must not talk to its parent's workers through shared pipes
 
 
 def _pool(processes: int) -> list[_Worker]:
     with _POOL_LOCK:
+        if _POOL_PID[0] != os.getpid():
+            _POOL.clear()
+            _POOL_PID[0] = os.getpid()
         _POOL[:] = [w for w in _POOL if w.alive()]
         while len(_POOL) < processes:
             _POOL.append(_Worker())

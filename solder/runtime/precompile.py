@@ -127,6 +127,7 @@ def precompile(jobs: list[Job], device: torch.device, threads: int,
 # backward graph, Dynamo traces on. Every first call waits for all of them: a launch that found
 # its kernel still compiling would compile it a second time.
 _BACKGROUND: ThreadPoolExecutor | None = None
+_BACKGROUND_PID = 0   # a forked child inherits the executor but not its thread: it makes its own
 _PENDING: set = set()
 _PENDING_LOCK = threading.Lock()
 POOL_THREAD_PREFIX = "solder-precompile"
@@ -136,11 +137,14 @@ def start(jobs: list[Job], device: torch.device, threads: int, stats: dict | Non
           on_device=None, processes: int = 0) -> bool:
     """Starts compiling ``jobs`` in the background; False where there is nothing to do.
     ``on_device``: a context factory that makes ``device`` current (default torch.cuda's)."""
-    global _BACKGROUND
+    global _BACKGROUND, _BACKGROUND_PID
     if threads <= 1 or len(jobs) < 2 or interpreting() or device.type != "cuda":
         return False
-    if _BACKGROUND is None:
+    if _BACKGROUND is None or _BACKGROUND_PID != os.getpid():
         _BACKGROUND = ThreadPoolExecutor(1, thread_name_prefix=POOL_THREAD_PREFIX + "-graphs")
+        _BACKGROUND_PID = os.getpid()
+        with _PENDING_LOCK:
+            _PENDING.clear()   # a parent's compiles, which no thread here will finish
     stats = stats if stats is not None else {}
     on_device = on_device or (lambda: torch.cuda.device(device))
     future = _BACKGROUND.submit(_compile_and_load, jobs, on_device, threads, stats, processes)

@@ -268,3 +268,26 @@ def test_workers_that_cannot_start_leave_the_compiles_to_the_pool(monkeypatch):
     pre._compile_and_load([pre.Job("k0", Fn(), [], {"XBLOCK": 1})], contextlib.nullcontext, 2,
                           stats, processes=2)
     assert stats["precompile_workers_failed"] == "RuntimeError: no driver"
+
+
+def test_a_forked_child_starts_its_own_background_thread(monkeypatch):
+    # the parent's executor (and any compile it had pending) means nothing in a child: its
+    # thread does not exist there, so the child makes its own instead of waiting forever
+    import contextlib
+    import os
+
+    class Fn:
+        def warmup(self, *args, grid, **cfg):
+            return None
+
+    monkeypatch.setattr(pre, "interpreting", lambda: False)
+    jobs = [pre.Job(f"k{i}", Fn(), [], {"XBLOCK": 1}) for i in range(2)]
+    assert pre.start(jobs, torch.device("cuda"), 2, {}, on_device=contextlib.nullcontext)
+    pre.wait_all()
+    parent_executor = pre._BACKGROUND
+    monkeypatch.setattr(pre, "_BACKGROUND_PID", os.getpid() + 1)   # as a forked child sees it
+    with pre._PENDING_LOCK:
+        pre._PENDING.add(object.__new__(type("Stale", (), {})))     # a parent's pending compile
+    assert pre.start(jobs, torch.device("cuda"), 2, {}, on_device=contextlib.nullcontext)
+    assert pre._BACKGROUND is not parent_executor
+    assert pre.wait_all() < 5
