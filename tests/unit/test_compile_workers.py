@@ -94,3 +94,46 @@ def test_the_recorder_skips_compiles_on_its_own_thread_only():
     t.start()
     t.join()
     assert out == [None] and heard == ["b"] and len(recorder.records) == 1
+
+
+# The whole path in a process without the interpreter, Triton's driver replaced by one that
+# names an sm_90 GPU: the JIT's own warmup is recorded (not compiled), a worker compiles it, and
+# the JIT's real compile of the same launch then finds it in the cache, under its own key.
+RECORD_COMPILE_HIT = textwrap.dedent('''
+    import sys, torch
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime import driver
+    target = GPUTarget("cuda", 90, 32)
+
+    class Driver:
+        def get_current_target(self): return target
+        def get_current_device(self): return 0
+        def get_current_stream(self, device=None): return 0
+    driver.set_active(Driver())
+    from solder.runtime import compile_workers
+    from solder.runtime.launch import load_module
+    fn = load_module(open(sys.argv[1]).read(), sys.argv[2], stem="record_test").k0
+    warmup = lambda: fn.warmup(torch.float32, torch.float32, 1000, grid=(1,), XBLOCK=128)
+    records = compile_workers.record([warmup])
+    assert len(records) == 1 and not list(fn.device_caches[0][0]), records
+    assert compile_workers.compile_ahead(records, target, 1) == 1
+    hits = []
+    knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+    kernel = warmup()
+    print("HITS", hits, kernel.metadata.name)
+''')
+
+
+def test_a_recorded_launch_compiled_by_a_worker_is_the_jits_own_cache_hit(tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text(KERNEL)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(compile_workers.__file__))))] +
+        [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    r = subprocess.run([sys.executable, "-c", RECORD_COMPILE_HIT, str(src), str(tmp_path / "c")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert "HITS [True] k0" in r.stdout
