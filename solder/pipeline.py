@@ -150,7 +150,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
 
 _LOGGED_STAGES = (("capture", "capture"), ("lower", "lower"), ("schedule", "schedule"),
                   ("codegen", "codegen"), ("load", "load"),
-                  ("parallel_compile", "parallel Triton compile"),
+                  ("parallel_compile", "waiting for the parallel Triton compile"),
                   ("triton_compile", "first launches"), ("autotune", "tuning"))
 
 
