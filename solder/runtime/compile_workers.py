@@ -105,20 +105,36 @@ def compile_ahead(records: list[dict], target, processes: int) -> int:
     return done[0]
 
 
+# a compile that takes longer than this is given up (the worker is killed and replaced); the
+# thread pool then compiles that job as it would have without workers
+JOB_TIMEOUT_S = 300.0
+
+
 class _Worker:
     def __init__(self):
         env = dict(os.environ)
         env.pop("TRITON_INTERPRET", None)
+        try:   # the cache this process's Triton reads, wherever it was set
+            from triton import knobs
+            env["TRITON_CACHE_DIR"] = str(knobs.cache.dir)
+        except Exception:  # noqa: BLE001 - Triton's default then, as in this process
+            pass
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1)
         self.lock = threading.Lock()
 
-    def ask(self, job: dict) -> dict:
+    def ask(self, job: dict, timeout_s: float = JOB_TIMEOUT_S) -> dict:
+        import selectors
         with self.lock:
             try:
                 self.proc.stdin.write(json.dumps(job) + "\n")
                 self.proc.stdin.flush()
+                with selectors.DefaultSelector() as sel:
+                    sel.register(self.proc.stdout, selectors.EVENT_READ)
+                    if not sel.select(timeout_s):
+                        self.proc.kill()   # _pool replaces dead workers
+                        return {"ok": False, "error": f"no answer in {timeout_s:.0f} s"}
                 line = self.proc.stdout.readline()
                 return json.loads(line) if line else {"ok": False, "error": "worker exited"}
             except (OSError, ValueError) as e:

@@ -137,3 +137,19 @@ def test_a_recorded_launch_compiled_by_a_worker_is_the_jits_own_cache_hit(tmp_pa
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert "HITS [True] k0" in r.stdout
+
+
+def test_a_worker_that_does_not_answer_is_killed_and_replaced(job, monkeypatch):
+    compile_workers._POOL.clear()
+    (worker,) = compile_workers._pool(1)
+    import signal
+    os.kill(worker.proc.pid, signal.SIGSTOP)   # a worker that will not answer in time
+    try:
+        answer = worker.ask({**job, "target": ["cuda", 90, 32]}, timeout_s=1)
+    finally:
+        if worker.proc.poll() is None:
+            os.kill(worker.proc.pid, signal.SIGCONT)
+    assert answer == {"ok": False, "error": "no answer in 1 s"}
+    worker.proc.wait(10)
+    (fresh,) = compile_workers._pool(1)
+    assert fresh is not worker and fresh.ask({**job, "target": ["cuda", 90, 32]}) == {"ok": True}
