@@ -1,7 +1,8 @@
 """Solder's decomposition table: what AOTAutograd rewrites into simpler ATen ops while tracing.
 
 Core ATen's table, plus the composite ops (softmax, norms, dropout, embedding backward, ...) whose
-parts Solder fuses better than a library kernel runs the whole. Ops kept whole are those that
+parts Solder fuses better than a library kernel runs the whole, plus Solder's own for ops PyTorch
+leaves whole (``put``: an ``index_put`` into the flattened tensor). Ops kept whole are those that
 lower to library calls (matmul, convolution, attention) or that Solder lowers directly.
 """
 from __future__ import annotations
@@ -48,9 +49,23 @@ KEEP = [
 ]
 
 
+def _put(self, index, source, accumulate=False):
+    """``put``: a scatter into ``self`` read as one flat row-major array (negative indices from
+    the end), written as the ``index_put`` Solder fuses; ``take``'s gradient is one."""
+    flat = self.reshape(-1)
+    idx = index.reshape(-1)
+    idx = torch.where(idx < 0, idx + flat.numel(), idx)
+    return aten.index_put(flat, [idx], source.reshape(-1), accumulate).reshape(self.shape)
+
+
+# Solder's own decompositions: ops PyTorch's tables leave whole
+OWN = {aten.put.default: _put}
+
+
 def solder_decompositions() -> dict:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(EXTRA))
+    table.update(OWN)
     for packet in KEEP:
         for name in packet.overloads():
             table.pop(getattr(packet, name), None)

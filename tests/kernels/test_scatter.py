@@ -464,3 +464,20 @@ def test_cpu_index_tensor_in_a_gpu_graph_runs_that_op_in_aten():
     assert [f.op for f in report.fallbacks] == ["aten.index_put"], report.fallbacks
     assert "CPU tensor" in report.fallbacks[0].reason
     assert report.kernel_count >= 1      # the rest of the graph still compiles
+
+
+def test_put_and_take_are_scatters_and_gathers_in_generated_kernels():
+    # put indexes self as one flat row-major array (negative indices from the end), with or
+    # without accumulation, also into a transposed self; take's gradient is a put
+    x = torch.randn(4, 6)
+    idx = torch.tensor([0, -1, 7, 7, 23, -24])
+    src = torch.randn(6)
+    for accumulate in (False, True):
+        ids = idx if accumulate else torch.tensor([0, -1, 7, 9, 23, -20])
+        report = check(lambda a, i, s: (a * 2).put(i, s, accumulate=accumulate), x, ids, src)
+        assert not report.fallbacks, report
+        report = check(lambda a, i, s: a.t().put(i, s, accumulate=accumulate) + 1, x, ids, src)
+        assert not report.fallbacks, report
+    w = torch.randn(4, 6, requires_grad=True)
+    report = check(lambda a, i: torch.take(a, i) * 3, w, idx, grad=True)
+    assert not report.fallbacks, report
