@@ -2,7 +2,8 @@
 
 Core ATen's table, plus the composite ops (softmax, norms, dropout, embedding backward, ...) whose
 parts Solder fuses better than a library kernel runs the whole, plus Solder's own for ops PyTorch
-leaves whole (``put``: an ``index_put`` into the flattened tensor). Ops kept whole are those that
+leaves whole (``put``: an ``index_put`` into the flattened tensor; ``index_reduce``: a
+``scatter_reduce``). Ops kept whole are those that
 lower to library calls (matmul, convolution, attention) or that Solder lowers directly.
 """
 from __future__ import annotations
@@ -58,8 +59,22 @@ def _put(self, index, source, accumulate=False):
     return aten.index_put(flat, [idx], source.reshape(-1), accumulate).reshape(self.shape)
 
 
+def _index_reduce(self, dim, index, source, reduce, include_self=True):
+    """``index_reduce``: ``scatter_reduce`` with the index repeated across ``source`` (the same
+    result for every reduce mode and ``include_self``)."""
+    if source.dim() == 0:   # 0-d: one element, as a 1-d tensor of one
+        out = _index_reduce(self.reshape(1), 0, index.reshape(1), source.reshape(1), reduce,
+                            include_self)
+        return out.reshape(self.shape)
+    dim = dim % source.dim()
+    shape = [1] * source.dim()
+    shape[dim] = -1
+    idx = index.reshape(shape).expand(source.shape)
+    return aten.scatter_reduce.two(self, dim, idx, source, reduce, include_self=include_self)
+
+
 # Solder's own decompositions: ops PyTorch's tables leave whole
-OWN = {aten.put.default: _put}
+OWN = {aten.put.default: _put, aten.index_reduce.default: _index_reduce}
 
 
 def solder_decompositions() -> dict:

@@ -481,3 +481,16 @@ def test_put_and_take_are_scatters_and_gathers_in_generated_kernels():
     w = torch.randn(4, 6, requires_grad=True)
     report = check(lambda a, i: torch.take(a, i) * 3, w, idx, grad=True)
     assert not report.fallbacks, report
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin", "mean"])
+def test_index_reduce_is_a_scatter_reduce_in_generated_kernels(reduce):
+    x, src = torch.randn(5, 4), torch.randn(5, 7)
+    idx = torch.tensor([0, 3, 3, 1, 0, 3, 2])
+    for include_self in (True, False):
+        report = check(lambda a, i, s: a.index_reduce(1, i, s, reduce, include_self=include_self),
+                       x, idx, src)
+        assert not report.fallbacks, report
+    report = check(lambda a, i, s: a.index_reduce(0, i, s, reduce), torch.tensor(2.0),
+                   torch.tensor(0), torch.tensor(5.0))       # 0-d
+    assert not report.fallbacks, report
