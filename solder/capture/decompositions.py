@@ -36,6 +36,7 @@ EXTRA = [
     aten.max_pool2d_with_indices_backward,
     aten.max_pool3d_with_indices, aten._batch_norm_with_update_functional,
     aten.batch_norm_backward, aten.exponential,
+    aten.grid_sampler_2d,  # gathers and arithmetic; its backward stays whole
 ]
 
 # kept whole: they are library calls, or Solder lowers them itself

@@ -123,3 +123,17 @@ def test_norms_repeat_hardtanh_pooling_lower_without_fallbacks():
         check(fn, x)
         assert solder.explain(fn, x).fallbacks == []
     check(lambda t: F.max_pool2d(t, 2), x.clone().requires_grad_(), grad=True)
+
+
+@pytest.mark.parametrize("mode,align", [("bilinear", False), ("nearest", True),
+                                        ("bicubic", False)])
+def test_grid_sample_forward_is_gathers_in_generated_kernels(mode, align):
+    # grid_sampler_2d decomposes (PyTorch's table) into index arithmetic and gathers: no ATen
+    # call in an inference graph; padding modes and out-of-range grid points as eager
+    x = torch.randn(2, 3, 5, 7)
+    grid = torch.rand(2, 4, 6, 2) * 2.4 - 1.2
+    for padding in ("zeros", "border", "reflection"):
+        report = check(lambda a, g: F.grid_sample(a, g, mode=mode, padding_mode=padding,
+                                                  align_corners=align), x, grid,
+                       rtol=1e-4, atol=1e-5)
+        assert not report.fallbacks, report
