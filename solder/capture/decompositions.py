@@ -3,7 +3,7 @@
 Core ATen's table, plus the composite ops (softmax, norms, dropout, embedding backward, ...) whose
 parts Solder fuses better than a library kernel runs the whole, plus Solder's own for ops PyTorch
 leaves whole (``put``: an ``index_put`` into the flattened tensor; ``index_reduce``: a
-``scatter_reduce``). Ops kept whole are those that
+``scatter_reduce``; ``adaptive_max_pool2d_backward``: a ``scatter_add``). Ops kept whole are those that
 lower to library calls (matmul, convolution, attention) or that Solder lowers directly.
 """
 from __future__ import annotations
@@ -37,6 +37,7 @@ EXTRA = [
     aten.max_pool3d_with_indices, aten._batch_norm_with_update_functional,
     aten.batch_norm_backward, aten.exponential,
     aten.grid_sampler_2d,  # gathers and arithmetic; its backward stays whole
+    aten.adaptive_max_pool2d,  # global or evenly dividing windows: a max pool (else kept whole)
 ]
 
 # kept whole: they are library calls, or Solder lowers them itself
@@ -74,8 +75,19 @@ def _index_reduce(self, dim, index, source, reduce, include_self=True):
     return aten.scatter_reduce.two(self, dim, idx, source, reduce, include_self=include_self)
 
 
+def _adaptive_max_pool2d_backward(grad, input, indices):
+    """Each output's gradient added at the input position its index names within its plane
+    (a ``scatter_add``; windows of an adaptive pool may overlap)."""
+    plane = input.shape[-2] * input.shape[-1]
+    g = grad.reshape(*grad.shape[:-2], -1)
+    i = indices.reshape(*indices.shape[:-2], -1)
+    out = grad.new_zeros(*input.shape[:-2], plane).scatter_add(-1, i, g)
+    return out.reshape(input.shape)
+
+
 # Solder's own decompositions: ops PyTorch's tables leave whole
-OWN = {aten.put.default: _put, aten.index_reduce.default: _index_reduce}
+OWN = {aten.put.default: _put, aten.index_reduce.default: _index_reduce,
+       aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool2d_backward}
 
 
 def solder_decompositions() -> dict:

@@ -81,3 +81,22 @@ def test_adaptive_avg_pool2d_gradient_lowered(out):
     x = torch.randn(2, 3, 7, 6, requires_grad=True)
     report = check(lambda x: F.adaptive_avg_pool2d(x * 2, out), x, grad=True)
     assert not report.fallbacks, report.fallbacks
+
+
+@pytest.mark.parametrize("out", [1, (2, 3)])
+def test_adaptive_max_pool_global_or_evenly_divided_is_generated_code(out):
+    # global max pooling and windows that divide the input evenly are max pools (PyTorch's
+    # decomposition): values, indices and the gradient as eager, no ATen call
+    x = torch.randn(2, 3, 4, 6, requires_grad=True)
+    report = check(lambda t: F.adaptive_max_pool2d(t, out, return_indices=True), x.detach())
+    assert not report.fallbacks, report
+    report = check(lambda t: F.adaptive_max_pool2d(t, out) * 2, x, grad=True)
+    assert not report.fallbacks, report
+
+
+def test_adaptive_max_pool_backward_with_overlapping_windows_is_a_scatter_add():
+    # windows that overlap (4 rows into 3): the forward stays ATen's, the backward adds each
+    # output's gradient at its index in generated code, as eager accumulates it
+    x = torch.randn(2, 3, 4, 6, requires_grad=True)
+    report = check(lambda t: F.adaptive_max_pool2d(t, (3, 4)) * 2, x, grad=True)
+    assert [f.op for f in report.fallbacks] == ["aten.adaptive_max_pool2d"], report
