@@ -1,6 +1,11 @@
 """Small programs and package surgery shared by the package tests."""
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import zipfile
+from pathlib import Path
 
 import torch
 
@@ -46,3 +51,29 @@ def rewrite(path, out, change_info=None, change_member=None):
         for n, d in members.items():
             z.writestr(n, d)
     return out
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The start of a script that loads a package in a process where Triton's compiler and JIT raise
+NO_COMPILER = '''
+import sys, torch, triton, triton.compiler.compiler as cc, triton.runtime.jit as jit
+def refuse(*a, **k):
+    raise AssertionError("the Triton compiler was called")
+triton.compile = cc.compile = refuse
+jit.JITFunction.run = refuse
+jit.JITFunction.warmup = refuse
+import solder.aot as aot
+from solder.aot import tensors
+'''
+
+
+def run_without_compiler(script: str, *args) -> None:
+    """Run ``NO_COMPILER + script`` in a fresh process with empty Solder and Triton caches; it
+    must print OK."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SOLDER_CACHE_DIR=tempfile.mkdtemp(),
+               TRITON_CACHE_DIR=tempfile.mkdtemp())
+    env.pop("TRITON_INTERPRET", None)
+    r = subprocess.run([sys.executable, "-c", NO_COMPILER + script, *map(str, args)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr

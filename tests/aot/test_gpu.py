@@ -2,32 +2,17 @@
 Solder and Triton caches and Triton's compiler and JIT replaced by functions that raise, loads the
 package and matches eager — at the exported sizes and at other sizes in the declared range (the
 generic binaries)."""
-import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-
 import pytest
 import torch
 
 import solder.aot as aot
 from solder.aot import tensors
 
-from .helpers import MLP
+from .helpers import MLP, run_without_compiler
 
 pytestmark = pytest.mark.gpu
-ROOT = Path(__file__).resolve().parents[2]
 
-NO_COMPILER = '''
-import sys, torch, triton, triton.compiler.compiler as cc, triton.runtime.jit as jit
-def refuse(*a, **k):
-    raise AssertionError("the Triton compiler was called")
-triton.compile = cc.compile = refuse
-jit.JITFunction.run = refuse
-jit.JITFunction.warmup = refuse
-import solder.aot as aot
-from solder.aot import tensors
+LOAD_AND_COMPARE = '''
 path, kind, weights = sys.argv[1:4]
 state = tensors.loads(open(weights, "rb").read())
 if kind == "mlp":
@@ -55,12 +40,7 @@ print("OK", len(run.kernel_runners))
 def _run_without_compiler(path, kind, model, tmp_path):
     weights = tmp_path / "state.safetensors"
     weights.write_bytes(tensors.dumps(model.state_dict()))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), SOLDER_CACHE_DIR=tempfile.mkdtemp(),
-               TRITON_CACHE_DIR=tempfile.mkdtemp())
-    env.pop("TRITON_INTERPRET", None)
-    r = subprocess.run([sys.executable, "-c", NO_COMPILER, str(path), kind, str(weights)],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
+    run_without_compiler(LOAD_AND_COMPARE, path, kind, weights)
 
 
 def test_mlp_package_runs_without_the_triton_compiler(tmp_path):

@@ -3,20 +3,15 @@ the chosen config) and heuristics kernels, a kernel that writes into its input, 
 (the generic binary), a fresh process with Triton's compiler and JIT disabled, and the refusals
 (config pre_hook, heuristics with symbolic sizes). Under the interpreter torch.export cannot
 capture a user kernel at all, so every test here needs the GPU."""
-import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-
 import pytest
 import torch
 
 import solder.aot as aot
 from solder.aot import tensors
 
+from .helpers import run_without_compiler
+
 pytestmark = pytest.mark.gpu
-ROOT = Path(__file__).resolve().parents[2]
 
 if torch.cuda.is_available():
     import triton
@@ -133,15 +128,7 @@ def test_a_config_pre_hook_is_refused(tmp_path):
                     strict=True)
 
 
-NO_COMPILER = '''
-import sys, torch, triton, triton.compiler.compiler as cc, triton.runtime.jit as jit
-def refuse(*a, **k):
-    raise AssertionError("the Triton compiler was called")
-triton.compile = cc.compile = refuse
-jit.JITFunction.run = refuse
-jit.JITFunction.warmup = refuse
-import solder.aot as aot
-from solder.aot import tensors
+LOAD_AND_COMPARE = '''
 path, data = sys.argv[1:3]
 t = {k: v.cuda() for k, v in tensors.loads(open(data, "rb").read()).items()}
 run = aot.load(path)
@@ -165,10 +152,4 @@ def test_user_kernel_package_runs_without_the_triton_compiler(tmp_path):
         s, q = mixed(x, y)
         data.update({f"x{r}": x, f"y{r}": y, f"sum{r}": s, f"sq{r}": q})
     (tmp_path / "data.safetensors").write_bytes(tensors.dumps(data))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), SOLDER_CACHE_DIR=tempfile.mkdtemp(),
-               TRITON_CACHE_DIR=tempfile.mkdtemp())
-    env.pop("TRITON_INTERPRET", None)
-    r = subprocess.run([sys.executable, "-c", NO_COMPILER, str(path),
-                        str(tmp_path / "data.safetensors")],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
+    run_without_compiler(LOAD_AND_COMPARE, path, tmp_path / "data.safetensors")
