@@ -201,8 +201,8 @@ def _compile_and_load(jobs, on_device, threads, stats, processes: int = 0) -> fl
         ready = {id(k): k for k in results if k is not None and not hasattr(k, "future")}
         list(pool.map(lambda k: _load(k, on_device), ready.values()))
     # thread-seconds, summed over the pool: which half of the work the wall time went to
-    stats["precompile_compile_thread_s"] = executor.seconds["compile"]
-    stats["precompile_load_thread_s"] = executor.seconds["load"]
+    stats["precompile_compile_thread_s"] = sum(r[0] for r in executor.per_job)
+    stats["precompile_load_thread_s"] = sum(r[1] for r in executor.per_job)
     slowest = sorted(executor.per_job, key=lambda r: -r[0])[:5]
     stats["precompile_slowest"] = "; ".join(f"{name} {cfg} {sec:.2f}+{load:.2f} s"
                                             for sec, load, name, cfg in slowest)
@@ -229,30 +229,18 @@ class _CompileThenLoad:
 
     def __init__(self, pool, on_device):
         self.pool, self.on_device = pool, on_device
-        self.seconds = {"compile": 0.0, "load": 0.0}
-        self.per_job: list = []   # (compile s, load s, kernel, config), for the compile report
-        self.job = None
-        self.lock = threading.Lock()
-
-    def _add(self, what: str, seconds: float) -> None:
-        with self.lock:
-            self.seconds[what] += seconds
+        self.job: Job | None = None   # the job whose warmup is submitting now
+        self.per_job: list = []       # (compile s, load s, kernel, config): list.append is atomic
 
     def submit(self, compile_fn):
         job = self.job
 
         def work():
             t0 = time.perf_counter()
-            try:
-                kernel = compile_fn()
-            finally:
-                t1 = time.perf_counter()
-                self._add("compile", t1 - t0)
+            kernel = compile_fn()
+            t1 = time.perf_counter()
             _load(kernel, self.on_device)
-            t2 = time.perf_counter()
-            self._add("load", t2 - t1)
-            if job is not None:
-                self.per_job.append((t1 - t0, t2 - t1, job.kernel, job.cfg))
+            self.per_job.append((t1 - t0, time.perf_counter() - t1, job.kernel, job.cfg))
             return kernel
         return self.pool.submit(work)
 
