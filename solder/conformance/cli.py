@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --jobs: seconds one op may take before its worker is killed "
                         "(for hangs the per-sample limit cannot interrupt; default 7200)")
     p.add_argument("--explain", action=argparse.BooleanOptionalAction, default=True,
-                   help="classify ops with solder.explain (backend solder only; default on)")
+                   help="classify ops as lowered / extern / fallback: Solder's with solder.explain, "
+                        "inductor's from the wrapper code it generates (default on)")
     p.add_argument("--shard", metavar="I/N", default=None,
                    help="only the I-th of N interleaved parts of the selected ops (1 <= I <= N): "
                         "a long run split over several sessions; --write-expected-failures then "
@@ -185,9 +186,10 @@ def _print_summary(summary: dict, results, seconds: float, backend: str) -> None
     for what in ("ops", "cases", "samples"):
         counts = "  ".join(f"{k} {v}" for k, v in summary[what].items())
         print(f"  {what + ':':<9} {counts}")
-    if backend == "solder":
+    if backend in ("solder", "inductor"):
         low = "  ".join(f"{k} {v}" for k, v in sorted(summary["lowering"].items()))
-        print(f"  {'lowering:':<9} {low}   (ops, from solder.explain)")
+        source = "solder.explain" if backend == "solder" else "inductor's generated wrappers"
+        print(f"  {'lowering:':<9} {low}   (ops, from {source})")
     failed = [c for r in results for c in r.cases if c.outcome == "failed"]
     xpassed = [c for r in results for c in r.cases if c.outcome == "unexpectedly-passed"]
     if failed:

@@ -70,7 +70,7 @@ class CaseResult:
 class OpResult:
     op: str
     cases: list[CaseResult] = field(default_factory=list)
-    lowering: str = "unknown"   # from solder.explain; "unknown" for other backends
+    lowering: str = "unknown"   # solder.explain / inductor's wrappers; "unknown" for others
     fallbacks: list[dict] = field(default_factory=list)   # [{"op": ..., "reason": ...}]
     externs: list[str] = field(default_factory=list)
     explain_error: str = ""

@@ -88,7 +88,7 @@ def run_op(op, config: RunConfig) -> OpResult:
         for dtype in dtypes_for(op, config.device, config.dtypes):
             for kind in kinds_for(op, config.device, dtype, config.grad):
                 result.cases.append(run_case(op, dtype, kind, config))
-        if config.explain and config.backend == "solder":
+        if config.explain and config.backend in CLASSIFIED_BACKENDS:
             _add_lowering(op, result, config)
     torch._dynamo.reset()
     return result
@@ -96,7 +96,7 @@ def run_op(op, config: RunConfig) -> OpResult:
 
 def broken_result(op, config: RunConfig, message: str) -> OpResult:
     """An op whose run ended abnormally: each of its cases failed with ``message``."""
-    result = OpResult(op=full_name(op), lowering="error" if config.backend == "solder"
+    result = OpResult(op=full_name(op), lowering="error" if config.backend in CLASSIFIED_BACKENDS
                       else "unknown")
     for dtype in dtypes_for(op, config.device, config.dtypes):
         for kind in kinds_for(op, config.device, dtype, config.grad):
@@ -333,11 +333,27 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def _add_lowering(op, result: OpResult, config: RunConfig) -> None:
-    """Explain one sample per case, preferring the gradient kind (its report includes the
-    backward graph) and a sample that passed; the first explanation that succeeds counts."""
+# Backends whose ops the table classifies as lowered / extern / fallback: Solder through
+# solder.explain, inductor through the wrapper code it generates (inductor_lowering.py).
+CLASSIFIED_BACKENDS = ("solder", "inductor")
+
+
+def _classifier(backend: str) -> tuple[Optional[Callable], str]:
+    """``(classify(fn, args, kwargs) -> summary, "")``, or ``(None, why not)``."""
+    if backend == "inductor":
+        from . import inductor_lowering
+        return inductor_lowering.classify, ""
     explain, why_not = explain_mod.explain_function()
     if explain is None:
+        return None, why_not
+    return functools.partial(explain_mod.classify, explain), ""
+
+
+def _add_lowering(op, result: OpResult, config: RunConfig) -> None:
+    """Classify one sample per case, preferring the gradient kind (its report includes the
+    backward graph) and a sample that passed; the first classification that succeeds counts."""
+    classify, why_not = _classifier(config.backend)
+    if classify is None:
         result.explain_error = why_not
         return
     for case in sorted(result.cases, key=lambda c: c.kind != "gradient"):
@@ -351,7 +367,7 @@ def _add_lowering(op, result: OpResult, config: RunConfig) -> None:
             args, kwargs = smp.copy_args(samples[index])
             torch._dynamo.reset()
             with time_limit(config.timeout_s):
-                summary = explain_mod.classify(explain, _variant(op, "forward"), args, kwargs)
+                summary = classify(_variant(op, "forward"), args, kwargs)
         except (Exception, SampleTimeout) as err:  # noqa: BLE001 - reported in the table
             result.lowering = "error"
             result.explain_error = result.explain_error or _error_text(err)

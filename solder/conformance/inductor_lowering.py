@@ -1,0 +1,114 @@
+"""How inductor ran an op, read from the code it generated: the other column of the report.
+
+The suite never imports ``torch._inductor``. Inductor prints every wrapper it generates to its
+``output_code`` artifact logger; this module listens on those loggers (by name) while the op
+compiles through ``torch.compile(backend="inductor")`` and reads the calls in the wrapper:
+
+* fallback: the wrapper calls an ATen op (``torch.ops.aten.X`` / ``aten.X``);
+* extern: no ATen call, but a library call (``extern_kernels.X``, ``torch.ops.mkldnn.X``, ...);
+* lowered: only generated kernels (and views, allocations);
+* not-captured: no wrapper was generated (Dynamo ran the op eagerly).
+
+The same words as Solder's classification (explain.py), so the two columns compare.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from typing import Callable
+
+import torch
+
+# Inductor logs its wrapper on a fresh compile (graph.py) and on an FX-graph-cache hit
+# (codecache.py); artifact loggers are named "<module>.__<artifact>".
+_LOGGERS = ("torch._inductor.graph.__output_code", "torch._inductor.codecache.__output_code")
+_PREFIX = "Output code: \n"
+
+_ATEN_CALL = re.compile(r"(?<![\w.])(?:torch\.ops\.)?aten\.(\w+)(?:\.\w+)?\(")
+_EXTERN_CALL = re.compile(
+    r"(?<![\w.])(?:extern_kernels\.(\w+)|torch\.ops\.(?:mkldnn|mkl|onednn|_quantized)\.(\w+))\(")
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.codes: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == _PREFIX + "%s" and record.args:
+            self.codes.append(str(record.args[0]))
+
+
+@contextlib.contextmanager
+def generated_wrappers():
+    """Collects the wrapper source of every graph inductor compiles inside the block."""
+    handler = _Collect()
+    saved = []
+    for name in _LOGGERS:
+        log = logging.getLogger(name)
+        saved.append((log, log.level, log.propagate))
+        log.setLevel(logging.DEBUG)
+        log.propagate = False  # ours only: nothing printed
+        log.addHandler(handler)
+    try:
+        yield handler.codes
+    finally:
+        for log, level, propagate in saved:
+            log.removeHandler(handler)
+            log.setLevel(level)
+            log.propagate = propagate
+
+
+def calls_in(code: str) -> tuple[set[str], set[str]]:
+    """(ATen ops called, library calls) in one wrapper; definitions and comments skipped."""
+    aten, extern = set(), set()
+    for line in code.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("#", "import ", "from ")):
+            continue
+        aten.update(m.group(1) for m in _ATEN_CALL.finditer(stripped))
+        extern.update(a or b for a, b in _EXTERN_CALL.findall(stripped))
+    return aten, extern
+
+
+def classify_codes(codes: list[str]) -> dict:
+    """The op-table summary (same keys as explain.classify) of the wrappers of one op."""
+    aten, extern = set(), set()
+    for code in codes:
+        a, e = calls_in(code)
+        aten |= a
+        extern |= e
+    if aten:
+        lowering = "fallback"
+    elif extern:
+        lowering = "extern"
+    elif codes:
+        lowering = "lowered"
+    else:
+        lowering = "not-captured"
+    return {"lowering": lowering,
+            "fallbacks": [{"op": f"aten.{name}", "reason": "ATen call in inductor's wrapper"}
+                          for name in sorted(aten)],
+            "externs": sorted(extern)}
+
+
+def classify(fn: Callable, args: tuple, kwargs: dict) -> dict:
+    """Compile ``fn`` with inductor on these arguments (and its backward when an output needs
+    a gradient), and classify what it generated."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="inductor", dynamic=False)
+    with generated_wrappers() as codes:
+        out = compiled(*args, **kwargs)
+        grads = [o for o in _tensors(out) if o.requires_grad and o.is_floating_point()]
+        if grads:
+            torch.autograd.backward(sum(g.float().sum() for g in grads))
+    return classify_codes(codes)
+
+
+def _tensors(out) -> list:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _tensors(o)]
+    return []
