@@ -192,6 +192,9 @@ def _spawn(cmd: list, timeout: float) -> tuple[dict, float]:
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(
                            p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)))
+    # progress on stderr: a run cut short still shows which phases finished, and how fast
+    print(f"[{' '.join(str(c) for c in cmd[2:5])}] rc {r.returncode} in {time.time() - t0:.1f} s",
+          file=sys.stderr, flush=True)
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):]), t0
