@@ -193,7 +193,7 @@ def _spawn(cmd: list, timeout: float) -> tuple[dict, float]:
                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(
                            p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)))
     # progress on stderr: a run cut short still shows which phases finished, and how fast
-    print(f"[{' '.join(str(c) for c in cmd[2:5])}] rc {r.returncode} in {time.time() - t0:.1f} s",
+    print(f"[{Path(cmd[1]).stem} {cmd[3]}] rc {r.returncode} in {time.time() - t0:.1f} s",
           file=sys.stderr, flush=True)
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
