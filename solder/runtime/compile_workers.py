@@ -14,7 +14,8 @@ How (``runtime/precompile.py`` calls ``compile_ahead`` before its thread pool):
 2. *Compile.* The workers compile those into Triton's on-disk cache. Same source file, module
    name, specialization, target and environment give the same cache key the JIT computes.
 3. *Load.* The thread pool then runs the jobs as before: each compile is a cache hit (the binary
-   read back), then the binary loads and the launcher builds.
+   read back), then the binary loads and the launcher is found in the cache too (the workers
+   build each kernel's launcher stub with the C compiler after its compile).
 A specialization that fails to record or to compile in a worker is compiled in step 3 as before,
 which reports any error the usual way.
 
@@ -171,7 +172,7 @@ def warm(processes: int) -> None:
 # In a worker
 
 
-def _compile(job: dict, modules: dict) -> None:
+def _compile(job: dict, modules: dict) -> str:
     import importlib.util
 
     import triton
@@ -199,8 +200,25 @@ def _compile(job: dict, modules: dict) -> None:
     signature = {k: _tuples(v) for k, v in data["signature"].items()}
     options = {k: _tuples(v) for k, v in data["options"].items()}
     backend, arch, warp_size = job["target"]
-    triton.compile(ASTSource(fn, signature, constexprs, attrs),
-                   target=GPUTarget(backend, arch, warp_size), options=options)
+    kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs),
+                            target=GPUTarget(backend, arch, warp_size), options=options)
+    return _build_launcher(kernel, backend)
+
+
+def _build_launcher(kernel, backend: str) -> str:
+    """Build the kernel's launcher into Triton's cache as well: a C stub per distinct signature
+    and constants, compiled with the host's C compiler (~0.3 s each on an H200 host, most of
+    what loading a fresh kernel costs). Solder's process then finds it there: the cache key is
+    the stub's source. "built", or why not (the kernel is fine either way; the launcher is
+    then built at load, as without workers)."""
+    if backend != "cuda":
+        return "launchers are built ahead only for CUDA"
+    try:
+        from triton.backends.nvidia.driver import CudaLauncher
+        CudaLauncher(kernel.src, kernel.metadata)   # builds, caches, loads (no GPU touched)
+        return "built"
+    except Exception as e:  # noqa: BLE001 - e.g. no libcuda on this host
+        return f"{type(e).__name__}: {str(e)[:200]}"
 
 
 def _tuples(v):
@@ -213,8 +231,7 @@ def _serve() -> None:
     modules: dict = {}
     for line in sys.stdin:
         try:
-            _compile(json.loads(line), modules)
-            answer = {"ok": True}
+            answer = {"ok": True, "launcher": _compile(json.loads(line), modules)}
         except Exception as e:  # noqa: BLE001 - the job is compiled in Solder's process instead
             answer = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:500]}"}
         out.write(json.dumps(answer) + "\n")

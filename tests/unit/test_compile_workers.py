@@ -80,7 +80,7 @@ def test_a_bad_job_is_answered_with_its_error_and_the_worker_goes_on(job):
     (worker,) = compile_workers._pool(1)
     answer = worker.ask({**bad, "target": ["cuda", 90, 32]})
     assert answer["ok"] is False and "no_such_kernel" in answer["error"]
-    assert worker.ask({**job, "target": ["cuda", 90, 32]}) == {"ok": True}
+    assert worker.ask({**job, "target": ["cuda", 90, 32]})["ok"] is True
 
 
 def test_the_recorder_skips_compiles_on_its_own_thread_only():
@@ -152,4 +152,55 @@ def test_a_worker_that_does_not_answer_is_killed_and_replaced(job, monkeypatch):
     assert answer == {"ok": False, "error": "no answer in 1 s"}
     worker.proc.wait(10)
     (fresh,) = compile_workers._pool(1)
-    assert fresh is not worker and fresh.ask({**job, "target": ["cuda", 90, 32]}) == {"ok": True}
+    assert fresh is not worker and fresh.ask({**job, "target": ["cuda", 90, 32]})["ok"] is True
+
+
+# A stand-in libcuda (an empty shared library) lets the launcher stub link on a host without a
+# GPU; whether it then loads does not matter here, only which process compiled it.
+LAUNCHER_FROM_CACHE = textwrap.dedent('''
+    import json, sys
+    import triton.runtime.build as build
+    def refuse(*a, **k):
+        raise AssertionError("the launcher was compiled again")
+    build._build = refuse
+    class Module:   # the stand-in libcuda defines no CUDA functions: the stub cannot load
+        launch = None
+    build._load_module_from_path = lambda name, path: Module
+    sys.path.insert(0, sys.argv[2])
+    import compile_workers_script as w
+    print("LAUNCHER", w._compile(json.loads(sys.argv[1]), {}))
+''')
+
+
+@pytest.fixture
+def fake_libcuda(tmp_path, monkeypatch):
+    lib = tmp_path / "libcuda"
+    lib.mkdir()
+    (lib / "empty.c").write_text("int solder_test_stub;\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o",
+                    str(lib / "libcuda.so.1"), str(lib / "empty.c")], check=True)
+    os.symlink(lib / "libcuda.so.1", lib / "libcuda.so")
+    monkeypatch.setenv("TRITON_LIBCUDA_PATH", str(lib))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(lib))
+    return lib
+
+
+def test_a_worker_builds_the_launcher_that_a_fresh_process_then_finds(job, tmp_path,
+                                                                       fake_libcuda):
+    compile_workers._POOL.clear()   # workers inherit this test's environment
+    (worker,) = compile_workers._pool(1)
+    answer = worker.ask({**job, "target": ["cuda", 90, 32]})
+    assert answer["ok"] is True, answer
+    stubs = list((tmp_path / "triton-cache").rglob("__triton_launcher*.so"))
+    assert len(stubs) == 1, answer
+    script_dir = tmp_path / "script"
+    script_dir.mkdir()
+    (script_dir / "compile_workers_script.py").write_text(open(compile_workers.__file__).read())
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", LAUNCHER_FROM_CACHE,
+                        json.dumps({**job, "target": ["cuda", 90, 32]}), str(script_dir)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    line = [x for x in r.stdout.splitlines() if x.startswith("LAUNCHER")][-1]
+    assert "compiled again" not in line, line
+    compile_workers._POOL.clear()
