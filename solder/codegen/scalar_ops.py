@@ -26,6 +26,17 @@ def _ld(name, portable=None):
     return emit
 
 
+def _sf(helper, libdevice=None):
+    """A helper from special_functions.py, computed in float64 and rounded once; GPU code calls
+    libdevice instead where it has the function."""
+    def emit(args, dtypes):
+        if libdevice is not None and not interpreting():
+            return f"{LD}.{libdevice}({', '.join(args)})"
+        back = "tl.float64" if dtypes[0] == torch.float64 else "tl.float32"
+        return f"{helper}({', '.join(f'{a}.to(tl.float64)' for a in args)}).to({back})"
+    return emit
+
+
 def _fmt(template):
     return lambda args, dtypes: template.format(*args)
 
@@ -142,10 +153,10 @@ SCALAR_OPS = {
     "sin": _fmt("tl.sin({0})"),
     "cos": _fmt("tl.cos({0})"),
     "tan": _ld("tan", lambda x: f"(tl.sin({x}) / tl.cos({x}))"),
-    "asin": _ld("asin"),
-    "acos": _ld("acos"),
-    "atan": _ld("atan"),
-    "atan2": _ld("atan2"),
+    "asin": _sf("_sf_asin", "asin"),
+    "acos": _sf("_sf_acos", "acos"),
+    "atan": _sf("_sf_atan", "atan"),
+    "atan2": _sf("_sf_atan2", "atan2"),
     "sinh": _ld("sinh", lambda x: f"((tl.exp({x}) - tl.exp(-{x})) * 0.5)"),
     "cosh": _ld("cosh", lambda x: f"((tl.exp({x}) + tl.exp(-{x})) * 0.5)"),
     "tanh": _ld("tanh", lambda x: f"_tanh({x})"),
@@ -156,9 +167,27 @@ SCALAR_OPS = {
     # special functions
     "erf": _fmt("tl.erf({0})"),
     "erfc": _ld("erfc", lambda x: f"(1.0 - tl.erf({x}))"),
-    "erfinv": _ld("erfinv"),
-    "lgamma": _ld("lgamma"),
-    "digamma": _ld("digamma"),
+    "erfinv": _sf("_sf_erfinv", "erfinv"),
+    "lgamma": _sf("_sf_lgamma", "lgamma"),
+    "digamma": _sf("_sf_digamma"),       # libdevice has none
+    "trigamma": _sf("_sf_trigamma"),
+    "zeta": _sf("_sf_zeta"),
+    "i0": _sf("_sf_i0"),
+    "i0e": _sf("_sf_i0e"),
+    "i1": _sf("_sf_i1"),
+    "i1e": _sf("_sf_i1e"),
+    "k0": _sf("_sf_k0"),
+    "k0e": _sf("_sf_k0e"),
+    "k1": _sf("_sf_k1"),
+    "k1e": _sf("_sf_k1e"),
+    "spherical_j0": _sf("_sf_spherical_j0"),
+    "erfcx": _sf("_sf_erfcx"),
+    "log_ndtr": _sf("_sf_log_ndtr"),
+    "ndtri": _sf("_sf_ndtri"),
+    "bessel_j0": _ld("j0"),
+    "bessel_j1": _ld("j1"),
+    "bessel_y0": _ld("y0"),
+    "bessel_y1": _ld("y1"),
     "hypot": _ld("hypot", lambda x, y: f"tl.sqrt({x} * {x} + {y} * {y})"),
     "copysign": _ld("copysign", lambda x, y: f"tl.where(({y} < 0) | ((1.0 / {y}) < 0), -tl.abs({x}), tl.abs({x}))"),
     "nextafter": _ld("nextafter"),
@@ -269,5 +298,4 @@ def available(name: str) -> bool:
     return True
 
 
-_LIBDEVICE_ONLY = frozenset({"asin", "acos", "atan", "atan2", "erfinv", "lgamma", "digamma",
-                             "nextafter"})
+_LIBDEVICE_ONLY = frozenset({"nextafter", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1"})

@@ -209,16 +209,18 @@ def _run_sample(op, kind: str, fn: Callable, sample, index: int,
 
 
 def _no_less_accurate(run, fn, sample, actual, expected, name: str, kind: str) -> bool:
-    """For float16/bfloat16 results that differ from eager's: whether they are at least as close
-    as eager's to a float64 run of the same op (compare.no_less_accurate)."""
-    low = {t.dtype for t in smp.tensors_in(expected)} & set(smp.LOW_PRECISION)
+    """For float16/bfloat16 results (float32 for compare.FLOAT32_SECOND_LOOK) that differ from
+    eager's: whether they are at least as close as eager's to a float64 run of the same op
+    (compare.no_less_accurate)."""
+    low = {t.dtype for t in smp.tensors_in(expected)} & cmp.second_look_dtypes(name)
     if len(low) != 1:
         return False
     (draw_as,) = low
     try:
         # gradients: the cotangents of the low-precision run, upcast
         extra = {"draw_as": draw_as} if kind == "gradient" else {}
-        reference = run(fn, smp.upcast(sample), SEED, **extra)
+        reference = run(fn, smp.upcast(sample, which=tuple(cmp.second_look_dtypes(name))),
+                        SEED, **extra)
     except Exception:  # noqa: BLE001 - no float64 kernel for the op: the failure stands
         return False
     return cmp.no_less_accurate(actual, expected, reference, op_name=name, kind=kind)

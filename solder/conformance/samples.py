@@ -73,13 +73,14 @@ def tensors_in(value: Any) -> Iterator[torch.Tensor]:
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def upcast(sample, dtype: torch.dtype = torch.float64):
-    """The sample with its low-precision floating tensors in ``dtype`` (requires_grad kept):
-    the input of a reference run that says how far eager itself is from the exact result."""
+def upcast(sample, dtype: torch.dtype = torch.float64, which=LOW_PRECISION):
+    """The sample with its floating tensors of the ``which`` dtypes in ``dtype`` (requires_grad
+    kept): the input of a reference run that says how far eager itself is from the exact
+    result."""
     import copy
 
     def up(v):
-        if isinstance(v, torch.Tensor) and v.dtype in LOW_PRECISION:
+        if isinstance(v, torch.Tensor) and v.dtype in which:
             out = v.detach().to(dtype)
             return out.requires_grad_(v.requires_grad)
         if isinstance(v, list):

@@ -49,6 +49,9 @@ def pointwise(call: Call, name: str, inputs, kind=K.DEFAULT, result_is_bool=Fals
         raise Decline("complex dtypes are not lowered")
     if not scalar_ops.available(name):
         raise Decline(f"scalar op {name} has no implementation on this backend path")
+    if name == "nextafter" and call.dtype in (torch.float16, torch.bfloat16):
+        # computed in float32 it would step by a float32 ulp, which rounds back to the input
+        raise Decline("nextafter of float16/bfloat16 (steps in the half-precision bit pattern)")
     comp = compute_dtype(call, kind)
     size = call.size
     loaders = [loader_of(x, size, comp) for x in inputs]

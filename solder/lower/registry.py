@@ -84,4 +84,4 @@ def op_name(target) -> str:
 def load_lowerings():
     """Import every op family so that its table registers."""
     from . import pointwise, reductions, views, constructors, extern, indexing  # noqa: F401
-    from . import scatter, user_kernels, pooling, sorting  # noqa: F401
+    from . import scatter, user_kernels, pooling, sorting, special  # noqa: F401

@@ -1,0 +1,396 @@
+"""Special functions written in core Triton math, for the ops libdevice lacks or the interpreter
+cannot run (libdevice is GPU-only).
+
+Each helper takes and returns float64: float32 and half inputs are computed in float64 and
+rounded once, so a series or quadrature keeps float32 results exact to rounding, and float64
+inputs get float64-grade methods (range reduction plus enough terms, Newton steps, exact
+recurrences). A kernel module holds only the helpers its kernels call (``helpers_for``).
+
+Methods, each chosen to be accurate over the whole real line without tables of fitted
+coefficients:
+* atan: two argument reductions, a half-angle step, then 12 terms of the Taylor series;
+  asin, acos and atan2 from it with C's signed-zero and infinity rules.
+* erfinv: an initial guess, then Newton steps on ``erf`` (which the interpreter and the GPU
+  both have).
+* lgamma: the Lanczos approximation (g = 7, nine terms), reflection below 1/2.
+* digamma, trigamma, Hurwitz zeta: recurrence up to 10, then the asymptotic (Euler-Maclaurin)
+  series; reflection for negative arguments; polygamma(n >= 2) from zeta.
+* I0, I1 (and the exponentially scaled forms): the power series (positive terms, no
+  cancellation) up to 15, the asymptotic series beyond.
+* K0, K1: the power series up to 2; from 2 to 50 the integral of exp(-x cosh t) cosh(nu t)
+  by the trapezoid rule (exponentially convergent for this integrand); the asymptotic series
+  beyond.
+"""
+from __future__ import annotations
+
+import re
+
+# name -> (Triton source, helpers it calls)
+HELPERS: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+def _helper(name: str, source: str, *deps: str) -> None:
+    HELPERS[name] = (source.strip("\n") + "\n", deps)
+
+
+_helper("_sf_atan_core", '''
+@triton.jit
+def _sf_atan_core(t):
+    # atan of t >= 0 (float64): 1/t above 1, then (u-1)/(u+1) above tan(pi/8), then a half
+    # angle; |w| <= tan(pi/16) and 12 Taylor terms leave an error far under float64's epsilon
+    inv = t > 1.0
+    u = tl.where(inv, 1.0 / t, t)
+    big = u > 0.41421356237309503
+    v = tl.where(big, (u - 1.0) / (u + 1.0), u)
+    w = v / (1.0 + tl.sqrt(1.0 + v * v))
+    w2 = w * w
+    p = tl.zeros_like(w2) + 1.0 / 23.0
+    for k in tl.static_range(10, -1, -1):
+        p = p * w2 + (1.0 - 2.0 * (k % 2)) / (2 * k + 1)
+    r = 2.0 * w * p
+    r = tl.where(big, 0.7853981633974483 + r, r)
+    return tl.where(inv, 1.5707963267948966 - r, r)
+''')
+
+_helper("_sf_atan", '''
+@triton.jit
+def _sf_atan(x):
+    r = _sf_atan_core(tl.abs(x))
+    return tl.where(x == 0, x, tl.where(x < 0, -r, r))
+''', "_sf_atan_core")
+
+_helper("_sf_atan2", '''
+@triton.jit
+def _sf_atan2(y, x):
+    # C's atan2: signed zeros pick the half plane, two infinities give odd multiples of pi/4
+    ax = tl.abs(x)
+    ay = tl.abs(y)
+    swap = ay > ax
+    num = tl.where(swap, ax, ay)
+    den = tl.where(swap, ay, ax)
+    t = tl.where(den == 0, 0.0, num / tl.where(den == 0, 1.0, den))
+    t = tl.where((ax == float('inf')) & (ay == float('inf')), 1.0, t)
+    a = _sf_atan_core(t)
+    a = tl.where(swap, 1.5707963267948966 - a, a)
+    xneg = (x < 0) | ((x == 0) & ((1.0 / x) < 0))
+    a = tl.where(xneg, 3.141592653589793 - a, a)
+    yneg = (y < 0) | ((y == 0) & ((1.0 / y) < 0))
+    a = tl.where(yneg, -a, a)
+    return tl.where((x != x) | (y != y), x + y, a)
+''', "_sf_atan_core")
+
+_helper("_sf_asin", '''
+@triton.jit
+def _sf_asin(x):
+    return _sf_atan2(x, tl.sqrt((1.0 - x) * (1.0 + x)))
+''', "_sf_atan2")
+
+_helper("_sf_acos", '''
+@triton.jit
+def _sf_acos(x):
+    return _sf_atan2(tl.sqrt((1.0 - x) * (1.0 + x)), x)
+''', "_sf_atan2")
+
+_helper("_sf_erfinv", '''
+@triton.jit
+def _sf_erfinv(y):
+    # a closed-form guess good to ~2e-3 everywhere (Winitzki's, a = 0.147), then Newton on
+    # erf: quadratic convergence
+    lg = tl.log((1.0 - y) * (1.0 + y))
+    t = 4.330746750799873 + 0.5 * lg
+    g = tl.sqrt(tl.sqrt(t * t - lg / 0.147) - t) * tl.where(y < 0, -1.0, 1.0)
+    for _ in tl.static_range(5):
+        g = g - (tl.erf(g) - y) / (1.1283791670955126 * tl.exp(-g * g))
+    g = tl.where(tl.abs(y) == 1.0, y * float('inf'), g)
+    return tl.where(tl.abs(y) > 1.0, float('nan'), tl.where(y == 0, y, g))
+''')
+
+_helper("_sf_lgamma", '''
+@triton.jit
+def _sf_lgamma(x):
+    # Lanczos (g = 7, nine terms) for x >= 1/2; below, the reflection formula
+    refl = x < 0.5
+    z = tl.where(refl, 1.0 - x, x) - 1.0
+    a = (0.99999999999980993 + 676.5203681218851 / (z + 1.0) - 1259.1392167224028 / (z + 2.0)
+         + 771.32342877765313 / (z + 3.0) - 176.61502916214059 / (z + 4.0)
+         + 12.507343278686905 / (z + 5.0) - 0.13857109526572012 / (z + 6.0)
+         + 9.9843695780195716e-6 / (z + 7.0) + 1.5056327351493116e-7 / (z + 8.0))
+    t = z + 7.5
+    lg = 0.9189385332046727 + (z + 0.5) * tl.log(t) - t + tl.log(a)
+    s = tl.abs(tl.sin(3.141592653589793 * (x - 2.0 * tl.floor(0.5 * x))))
+    r = tl.where(refl, tl.log(3.141592653589793 / s) - lg, lg)
+    r = tl.where((x <= 0) & (x == tl.floor(x)), float('inf'), r)
+    return tl.where(tl.abs(x) == float('inf'), float('inf'), r)
+''')
+
+_helper("_sf_pi_cot", '''
+@triton.jit
+def _sf_pi_cot(x):
+    # pi / tan(pi x), with x reduced to [0, 1) first so large arguments keep their accuracy
+    f = x - tl.floor(x)
+    return 3.141592653589793 * tl.cos(3.141592653589793 * f) / tl.sin(3.141592653589793 * f)
+''')
+
+_helper("_sf_digamma", '''
+@triton.jit
+def _sf_digamma(x):
+    # psi(x) = psi(x + n) - sum 1/(x + k), x + n >= 10, then the asymptotic series;
+    # psi(x) = psi(1 - x) - pi / tan(pi x) below zero. As ATen: psi(+-0) = -+inf, NaN at the
+    # negative integers
+    z = tl.where(x < 0, 1.0 - x, x)
+    acc = tl.zeros_like(z)
+    for _ in tl.static_range(10):
+        small = z < 10.0
+        acc -= tl.where(small, 1.0 / z, 0.0)
+        z = tl.where(small, z + 1.0, z)
+    r = 1.0 / (z * z)
+    s = tl.log(z) - 0.5 / z - r * (1.0 / 12 - r * (1.0 / 120 - r * (1.0 / 252 - r * (
+        1.0 / 240 - r * (1.0 / 132)))))
+    psi = s + acc
+    psi = tl.where(x < 0, psi - _sf_pi_cot(x), psi)
+    psi = tl.where(x == 0, tl.where((1.0 / x) < 0, float('inf'), -float('inf')), psi)
+    psi = tl.where((x < 0) & (x == tl.floor(x)), float('nan'), psi)
+    return tl.where(x == float('inf'), x, psi)
+''', "_sf_pi_cot")
+
+_helper("_sf_trigamma", '''
+@triton.jit
+def _sf_trigamma(x):
+    # psi1(x) = psi1(x + n) + sum 1/(x + k)^2, then the asymptotic series; reflection
+    # psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x) below 1/2 (NaN at -inf, 0 at inf)
+    refl = x < 0.5
+    z = tl.where(refl, 1.0 - x, x)
+    acc = tl.zeros_like(z)
+    for _ in tl.static_range(10):
+        small = z < 10.0
+        acc += tl.where(small, 1.0 / (z * z), 0.0)
+        z = tl.where(small, z + 1.0, z)
+    r = 1.0 / (z * z)
+    s = 1.0 / z + 0.5 * r + r / z * (1.0 / 6 - r * (1.0 / 30 - r * (1.0 / 42 - r * (
+        1.0 / 30 - r * (5.0 / 66)))))
+    p = s + acc
+    # sin(pi x) unreduced, as ATen computes it: at the poles a huge value (inf only at 0)
+    sn = tl.sin(3.141592653589793 * x)
+    return tl.where(refl, 9.869604401089358 / (sn * sn) - p, p)
+''')
+
+_helper("_sf_zeta", '''
+@triton.jit
+def _sf_zeta(s, q):
+    # Hurwitz zeta(s, q) = sum (q + k)^-s: the first terms until q + n >= 12 (at most 40),
+    # then Euler-Maclaurin with Bernoulli numbers up to B14. ATen's domain rules: s = 1 gives
+    # inf, s < 1 NaN; q a non-positive integer inf; q < 0 with s not an integer NaN
+    acc = tl.zeros_like(s + q)
+    a = q + tl.zeros_like(s)
+    for _ in tl.static_range(40):
+        small = a < 12.0
+        acc += tl.where(small, tl.exp(-s * tl.log(tl.abs(a))) *
+                        tl.where((a < 0) & ((s - 2.0 * tl.floor(0.5 * s)) != 0), -1.0, 1.0),
+                        0.0)
+        a = tl.where(small, a + 1.0, a)
+    apow = tl.exp(-s * tl.log(a))           # a^-s
+    acc += a * apow / (s - 1.0) + 0.5 * apow
+    fact = s * apow / a                      # s a^(-s-1)
+    inv2 = 1.0 / (a * a)
+    acc += fact * (1.0 / 12.0)
+    fact *= (s + 1.0) * (s + 2.0) * inv2
+    acc -= fact * (1.0 / 720.0)
+    fact *= (s + 3.0) * (s + 4.0) * inv2
+    acc += fact * (1.0 / 30240.0)
+    fact *= (s + 5.0) * (s + 6.0) * inv2
+    acc -= fact * (1.0 / 1209600.0)
+    fact *= (s + 7.0) * (s + 8.0) * inv2
+    acc += fact * (1.0 / 47900160.0)
+    fact *= (s + 9.0) * (s + 10.0) * inv2
+    acc -= fact * (691.0 / 1307674368000.0)
+    fact *= (s + 11.0) * (s + 12.0) * inv2
+    acc += fact * (1.0 / 74724249600.0)
+    r = tl.where(s == 1.0, float('inf'), tl.where(s < 1.0, float('nan'), acc))
+    qint = q == tl.floor(q)
+    r = tl.where((q <= 0) & qint & (s > 1.0), float('inf'), r)
+    r = tl.where((q < 0) & ~qint & (s != tl.floor(s)), float('nan'), r)
+    return tl.where((s != s) | (q != q), s + q, r)
+''')
+
+# Bessel functions of the first and second kind, modified (I, K), orders 0 and 1.
+_helper("_sf_bessel_i_series", '''
+@triton.jit
+def _sf_bessel_i_series(x, NU: tl.constexpr):
+    # sum (x/2)^(2k+nu) / (k! (k+nu)!): positive terms, 48 of them cover |x| <= 15
+    h = 0.25 * x * x
+    term = tl.zeros_like(x) + 1.0
+    if NU == 1:
+        term = 0.5 * x
+    acc = term
+    for k in tl.static_range(1, 48):
+        term = term * h / (k * (k + NU))
+        acc += term
+    return acc
+''')
+
+_helper("_sf_bessel_asym", '''
+@triton.jit
+def _sf_bessel_asym(x, NU: tl.constexpr, SIGN: tl.constexpr):
+    # sum a_k(nu) / x^k, a_k = prod (4nu^2 - (2j-1)^2) / (k! 8^k): SIGN -1 for I (alternating),
+    # +1 for K; 24 terms, used where the smallest term is far below float64's epsilon
+    mu = 4.0 * NU * NU
+    term = tl.zeros_like(x) + 1.0
+    acc = term
+    for k in tl.static_range(1, 24):
+        term = term * (mu - (2 * k - 1) * (2 * k - 1)) / (8.0 * k * x) * SIGN
+        acc += term
+    return acc
+''')
+
+_helper("_sf_bessel_i", '''
+@triton.jit
+def _sf_bessel_i(x, NU: tl.constexpr, SCALED: tl.constexpr):
+    # I_nu(x) (SCALED: times exp(-|x|)); I0 is even, I1 odd
+    ax = tl.abs(x)
+    small = ax <= 15.0
+    series = _sf_bessel_i_series(tl.where(small, ax, 1.0), NU)
+    if SCALED:
+        series = series * tl.exp(-ax)
+    big = tl.where(small, 20.0, ax)
+    asym = _sf_bessel_asym(big, NU, -1.0) / tl.sqrt(6.283185307179586 * big)
+    if not SCALED:
+        asym = asym * tl.exp(big)
+    r = tl.where(small, series, asym)
+    if NU == 1:
+        r = tl.where(x < 0, -r, r)
+    return tl.where(x != x, x, r)
+''', "_sf_bessel_i_series", "_sf_bessel_asym")
+
+_helper("_sf_bessel_k", '''
+@triton.jit
+def _sf_bessel_k(x, NU: tl.constexpr, SCALED: tl.constexpr):
+    # K_nu(x), x > 0 (SCALED: times exp(x)). x <= 2: the series with log(x/2) I_nu(x);
+    # 2 < x <= 50: integral over t of exp(-x (cosh t - 1)) cosh(nu t), trapezoid rule with
+    # step 0.1 to t = 6; beyond: the asymptotic series. 0 gives inf, x < 0 NaN
+    xs = tl.where(x <= 2.0, tl.maximum(x, 1e-300), 1.0)
+    h = 0.25 * xs * xs
+    lg = tl.log(0.5 * xs) + 0.5772156649015329
+    if NU == 0:
+        term = tl.zeros_like(xs) + 1.0
+        harm = tl.zeros_like(xs)
+        acc = -lg
+        for k in tl.static_range(1, 30):
+            term = term * h / (k * k)
+            harm += 1.0 / k
+            acc += term * (harm - lg)
+        series = acc
+    else:
+        # K1 = 1/x + I1(x) log(x/2) - (x/4) sum (x^2/4)^k (psi(k+1) + psi(k+2)) / (k!(k+1)!)
+        term = tl.zeros_like(xs) + 1.0
+        psum = tl.zeros_like(xs) - 2.0 * 0.5772156649015329 + 1.0
+        acc = term * psum
+        harm = tl.zeros_like(xs)
+        for k in tl.static_range(1, 30):
+            term = term * h / (k * (k + 1))
+            harm += 1.0 / k
+            psum = 2.0 * harm - 2.0 * 0.5772156649015329 + 1.0 / (k + 1)
+            acc += term * psum
+        series = 1.0 / xs + _sf_bessel_i_series(xs, 1) * tl.log(0.5 * xs) - 0.25 * xs * acc
+    if SCALED:
+        series = series * tl.exp(xs)
+    xm = tl.where((x > 2.0) & (x <= 50.0), x, 10.0)
+    quad = tl.zeros_like(xm) + 0.5
+    for j in tl.static_range(1, 61):
+        t = tl.zeros_like(xm) + 0.1 * j   # a float64 tensor: exp of a constant is float32
+        ch = 0.5 * (tl.exp(t) + tl.exp(-t)) - 1.0
+        w = tl.exp(-xm * ch)
+        if NU == 1:
+            w = w * 0.5 * (tl.exp(t) + tl.exp(-t))
+        quad += w
+    quad = quad * 0.1   # (the t = 0 point, weight 1/2, is the 0.5 it started from)
+    if not SCALED:
+        quad = quad * tl.exp(-xm)
+    xb = tl.where(x > 50.0, x, 100.0)
+    asym = _sf_bessel_asym(xb, NU, 1.0) * tl.sqrt(1.5707963267948966 / xb)
+    if not SCALED:
+        asym = asym * tl.exp(-xb)
+    r = tl.where(x <= 2.0, series, tl.where(x <= 50.0, quad, asym))
+    r = tl.where(x == 0, float('inf'), r)
+    r = tl.where(x < 0, float('nan'), r)
+    r = tl.where(x == float('inf'), 0.0, r)
+    return tl.where(x != x, x, r)
+''', "_sf_bessel_i_series", "_sf_bessel_asym")
+
+_helper("_sf_spherical_j0", '''
+@triton.jit
+def _sf_spherical_j0(x):
+    # sin(x) / x; near 0 its series (the quotient loses digits there)
+    x2 = x * x
+    near = 1.0 - x2 / 6.0 * (1.0 - x2 / 20.0 * (1.0 - x2 / 42.0 * (1.0 - x2 / 72.0)))
+    r = tl.where(tl.abs(x) < 0.5, near, tl.sin(x) / tl.where(x == 0, 1.0, x))
+    return tl.where(tl.abs(x) == float('inf'), 0.0, r)
+''')
+
+_helper("_sf_erfcx", '''
+@triton.jit
+def _sf_erfcx(x):
+    # exp(x^2) erfc(x): directly while erfc has digits (x < 2); beyond, the continued
+    # fraction of erfc, evaluated from the tail (40 levels); below -26 it overflows
+    direct = tl.exp(x * x) * (1.0 - tl.erf(x))
+    xb = tl.where(x >= 2.0, x, 2.0)
+    f = tl.zeros_like(xb)
+    for k in tl.static_range(40, 0, -1):
+        f = (0.5 * k) / (xb + f)
+    cf = 0.5641895835477563 / (xb + f)
+    r = tl.where(x >= 2.0, cf, direct)
+    return tl.where(x == float('inf'), 0.0, r)
+''')
+
+_helper("_sf_log_ndtr", '''
+@triton.jit
+def _sf_log_ndtr(x):
+    # log(Phi(x)) = log(erfc(-x / sqrt 2) / 2): through erfcx in the lower tail, log1p of the
+    # small complement in the upper
+    t = -x * 0.7071067811865476
+    lower = tl.log(0.5 * _sf_erfcx(t)) - t * t
+    upper = tl.log(1.0 - 0.5 * (1.0 - tl.erf(x * 0.7071067811865476)))
+    return tl.where(x < -1.0, lower, upper)
+''', "_sf_erfcx")
+
+_helper("_sf_ndtri", '''
+@triton.jit
+def _sf_ndtri(p):
+    # the inverse of Phi: sqrt(2) erfinv(2p - 1) in the middle; in the lower tail Newton on
+    # log Phi (2p - 1 would lose the digits of a small p); the upper tail by symmetry
+    mid = 1.4142135623730951 * _sf_erfinv(2.0 * p - 1.0)
+    q = tl.minimum(p, 1.0 - p)
+    lq = tl.log(tl.maximum(q, 1e-300))
+    g = -tl.sqrt(-2.0 * lq)
+    g = g - (tl.log(-g) + 0.9189385332046727) / g   # Phi(g) ~ phi(g) / |g| in the tail
+    for _ in tl.static_range(8):
+        lphi = _sf_log_ndtr(g)
+        g = g - (lphi - lq) * tl.exp(lphi + 0.5 * g * g + 0.9189385332046727)
+    tail = tl.where(p < 0.5, g, -g)
+    r = tl.where((q < 0.05), tail, mid)
+    r = tl.where(p == 0, -float('inf'), tl.where(p == 1, float('inf'), r))
+    return tl.where((p < 0) | (p > 1) | (p != p), float('nan'), r)
+''', "_sf_erfinv", "_sf_log_ndtr")
+
+
+# the entry points the scalar-op table names (one argument each; orders and scaling fixed)
+for _name, _call in [("_sf_i0", "_sf_bessel_i(x, 0, False)"), ("_sf_i0e", "_sf_bessel_i(x, 0, True)"),
+                     ("_sf_i1", "_sf_bessel_i(x, 1, False)"), ("_sf_i1e", "_sf_bessel_i(x, 1, True)"),
+                     ("_sf_k0", "_sf_bessel_k(x, 0, False)"), ("_sf_k0e", "_sf_bessel_k(x, 0, True)"),
+                     ("_sf_k1", "_sf_bessel_k(x, 1, False)"), ("_sf_k1e", "_sf_bessel_k(x, 1, True)")]:
+    _helper(_name, f"@triton.jit\ndef {_name}(x):\n    return {_call}\n", _call.split("(")[0])
+
+
+def helpers_for(source: str) -> str:
+    """The helpers a module's kernels call, each after the helpers it calls."""
+    wanted: list[str] = []
+
+    def need(name: str) -> None:
+        if name in wanted:
+            return
+        for dep in HELPERS[name][1]:
+            need(dep)
+        wanted.append(name)
+    for name in sorted(set(re.findall(r"\b(_sf_\w+)\(", source))):
+        if name in HELPERS:
+            need(name)
+    return "".join("\n" + HELPERS[n][0] for n in wanted)

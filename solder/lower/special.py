@@ -1,0 +1,73 @@
+"""Special functions: Bessel, gamma-family, error-function relatives (scalar ops whose Triton
+code lives in codegen/special_functions.py, or libdevice on the GPU where it has them)."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as K
+
+from ..ir import expr as E
+from .pointwise import compute_dtype, pointwise
+from .registry import Call, Decline, lowering
+from .tensors import TensorValue, Virtual, loader_of
+
+aten = torch.ops.aten
+
+_UNARY = {
+    aten.i0.default: "i0",
+    aten.special_i0e.default: "i0e",
+    aten.special_i1.default: "i1",
+    aten.special_i1e.default: "i1e",
+    aten.special_modified_bessel_i0.default: "i0",
+    aten.special_modified_bessel_i1.default: "i1",
+    aten.special_modified_bessel_k0.default: "k0",
+    aten.special_modified_bessel_k1.default: "k1",
+    aten.special_scaled_modified_bessel_k0.default: "k0e",
+    aten.special_scaled_modified_bessel_k1.default: "k1e",
+    aten.special_spherical_bessel_j0.default: "spherical_j0",
+    aten.special_erfcx.default: "erfcx",
+    aten.special_log_ndtr.default: "log_ndtr",
+    aten.special_ndtri.default: "ndtri",
+    aten.special_bessel_j0.default: "bessel_j0",
+    aten.special_bessel_j1.default: "bessel_j1",
+    aten.special_bessel_y0.default: "bessel_y0",
+    aten.special_bessel_y1.default: "bessel_y1",
+}
+
+
+def _unary(name):
+    def lower(call: Call, x):
+        return pointwise(call, name, [x], K.INT_TO_FLOAT)
+    return lower
+
+
+for _op, _name in _UNARY.items():
+    lowering(_op)(_unary(_name))
+
+
+@lowering(aten.special_zeta)
+def _zeta(call: Call, x, q):
+    """Hurwitz zeta(x, q), every overload (either side may be a Python number)."""
+    return pointwise(call, "zeta", [x, q], K.INT_TO_FLOAT)
+
+
+@lowering(aten.polygamma.default)
+def _polygamma(call: Call, n, x):
+    """psi^(n)(x): digamma, trigamma, else (-1)^(n+1) n! zeta(n + 1, x)."""
+    if not isinstance(n, int) or n < 0:
+        raise Decline(f"polygamma of order {n!r}")
+    if n == 0:
+        return pointwise(call, "digamma", [x], K.INT_TO_FLOAT)
+    if n == 1:
+        return pointwise(call, "trigamma", [x], K.INT_TO_FLOAT)
+    if isinstance(x, TensorValue) and x.dtype.is_complex:
+        raise Decline("complex dtypes are not lowered")
+    comp = compute_dtype(call, K.INT_TO_FLOAT)
+    load = loader_of(x, call.size, comp)
+    scale = (-1.0) ** (n + 1) * math.factorial(n)
+
+    def fn(idx):
+        z = E.call("zeta", E.const(float(n + 1), comp), load(idx), dtype=comp)
+        return E.cast(E.call("mul", E.const(scale, comp), z, dtype=comp), call.dtype)
+    return Virtual(call.size, call.dtype, call.device, fn, stride=call.stride)

@@ -1,0 +1,103 @@
+"""Special functions in generated kernels (codegen/special_functions.py): each against eager
+in float32 and float64, over a spread of arguments and the edges (signed zeros, infinities,
+NaN, poles, the seams between a helper's methods), and lowered, not an ATen fallback."""
+import pytest
+import torch
+
+import solder
+
+from .helpers import check
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _spread(dtype, scale=5.0):
+    g = torch.Generator().manual_seed(0)
+    edges = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 2.0001, 15.0, 15.001, 30.0, 50.0, 50.01, 60.0,
+             1e-8, -3.3, 1e4, float("inf"), -float("inf"), float("nan")]
+    return torch.cat([torch.randn(64, generator=g, dtype=torch.float64) * scale,
+                      torch.tensor(edges, dtype=torch.float64)]).to(dtype).to(DEVICE)
+
+
+def _unit(dtype):
+    g = torch.Generator().manual_seed(1)
+    edges = [0.0, -0.0, 1.0, -1.0, 0.9999999, -0.999999, 1e-7, 1.5, -2.0, float("nan")]
+    return torch.cat([torch.rand(64, generator=g, dtype=torch.float64) * 2 - 1,
+                      torch.tensor(edges, dtype=torch.float64)]).to(dtype).to(DEVICE)
+
+
+def _prob(dtype):
+    g = torch.Generator().manual_seed(2)
+    edges = [0.0, 1.0, 1e-10, 1 - 1e-7, 0.5, 0.02, 0.05, 0.98, -0.1, float("nan")]
+    return torch.cat([torch.rand(64, generator=g, dtype=torch.float64),
+                      torch.tensor(edges, dtype=torch.float64)]).to(dtype).to(DEVICE)
+
+
+UNARY = {
+    "i0": (torch.i0, _spread), "i0e": (torch.special.i0e, _spread),
+    "i1": (torch.special.i1, _spread), "i1e": (torch.special.i1e, _spread),
+    "modified_bessel_i0": (torch.special.modified_bessel_i0, _spread),
+    "modified_bessel_i1": (torch.special.modified_bessel_i1, _spread),
+    "modified_bessel_k0": (torch.special.modified_bessel_k0, _spread),
+    "modified_bessel_k1": (torch.special.modified_bessel_k1, _spread),
+    "scaled_modified_bessel_k0": (torch.special.scaled_modified_bessel_k0, _spread),
+    "scaled_modified_bessel_k1": (torch.special.scaled_modified_bessel_k1, _spread),
+    "spherical_bessel_j0": (torch.special.spherical_bessel_j0, _spread),
+    "erfcx": (torch.special.erfcx, _spread), "log_ndtr": (torch.special.log_ndtr, _spread),
+    "ndtri": (torch.special.ndtri, _prob),
+    "atan": (torch.atan, _spread), "asin": (torch.asin, _unit), "acos": (torch.acos, _unit),
+    "erfinv": (torch.erfinv, _unit), "lgamma": (torch.lgamma, _spread),
+    "digamma": (torch.digamma, _spread),
+    "trigamma": (lambda x: torch.polygamma(1, x), lambda dt: _spread(dt).abs() + 0.01),
+    "polygamma3": (lambda x: torch.polygamma(3, x), lambda dt: _spread(dt).abs() + 0.01),
+}
+
+
+def _lowered(fn, *args):
+    report = solder.explain(fn, *args)
+    assert not report.fallbacks, [(str(f.op), f.reason) for f in report.fallbacks]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_special_function(name, dtype):
+    fn, make = UNARY[name]
+    x = make(dtype)
+    if name.startswith("modified_bessel_k") or name.startswith("scaled_modified_bessel_k"):
+        x = x.abs()   # K is NaN below zero in both
+    check(fn, x)
+    _lowered(fn, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_atan2_signed_zeros_and_infinities(dtype):
+    vals = torch.tensor([0.0, -0.0, 1.0, -1.0, 3.5, -2.25, float("inf"), -float("inf"),
+                         float("nan")], dtype=dtype, device=DEVICE)
+    y, x = torch.meshgrid(vals, vals, indexing="ij")
+    check(torch.atan2, y.contiguous(), x.contiguous())
+    _lowered(torch.atan2, y, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_hurwitz_zeta_and_its_domain(dtype):
+    s = torch.tensor([1.0, 0.5, 2.0, 3.0, 1.5, 4.0, 2.0, 3.0, 2.5, 11.0], dtype=dtype,
+                     device=DEVICE)
+    q = torch.tensor([1.0, 2.0, -3.0, -2.5, 0.2, 7.5, 0.0, 30.0, -1.5, 0.9], dtype=dtype,
+                     device=DEVICE)
+    check(torch.special.zeta, s, q)
+    _lowered(torch.special.zeta, s, q)
+
+
+def test_gradients_through_the_gamma_family():
+    x = (torch.rand(32, dtype=torch.float64) * 6 + 0.1).to(DEVICE).requires_grad_()
+    check(lambda t: torch.lgamma(t) + torch.digamma(t) + torch.special.i0e(t), x, grad=True)
+
+
+def test_nextafter_of_half_precision_is_not_computed_in_float32():
+    # stepping a float32 ulp from a bfloat16 value rounds back to the value itself
+    a = torch.tensor([1.0, -2.0, 0.0], dtype=torch.bfloat16, device=DEVICE)
+    b = torch.tensor([2.0, -3.0, 1.0], dtype=torch.bfloat16, device=DEVICE)
+    check(torch.nextafter, a, b)
+    report = solder.explain(torch.nextafter, a, b)
+    if DEVICE == "cuda":
+        assert any("nextafter" in str(f.op) for f in report.fallbacks)
