@@ -44,11 +44,11 @@ def test_float32_gets_the_second_look_only_for_listed_ops():
     # eager's float32 trigamma next to a pole (pi * x rounded to float32 before sin) against a
     # kernel that computes in float64: the compiled result is the closer one
     exact = torch.tensor([1377.0506125661411, 2.0, 3.0], dtype=torch.float64)
-    eager = torch.tensor([1377.060302734375, 2.0, 3.0])
+    eager = torch.tensor([1377.1, 2.0, 3.0])   # 3.6e-5 off: outside float32 tolerance
     compiled = exact.float()
     assert no_less_accurate(compiled, eager, exact, op_name="polygamma.polygamma_n_1",
                             kind="forward")
     assert not no_less_accurate(compiled, eager, exact, op_name="add", kind="forward")
-    worse = torch.tensor([1377.2, 2.0, 3.0])
+    worse = torch.tensor([1377.25, 2.0, 3.0])
     assert not no_less_accurate(worse, eager, exact, op_name="polygamma.polygamma_n_1",
                                 kind="forward")
