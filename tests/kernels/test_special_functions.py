@@ -15,22 +15,22 @@ def _spread(dtype, scale=5.0):
     g = torch.Generator().manual_seed(0)
     edges = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 2.0001, 15.0, 15.001, 30.0, 50.0, 50.01, 60.0,
              1e-8, -3.3, 1e4, float("inf"), -float("inf"), float("nan")]
-    return torch.cat([torch.randn(64, generator=g, dtype=torch.float64) * scale,
-                      torch.tensor(edges, dtype=torch.float64)]).to(dtype).to(DEVICE)
+    return torch.cat([torch.randn(64, generator=g, dtype=torch.float64, device="cpu") * scale,
+                      torch.tensor(edges, dtype=torch.float64, device="cpu")]).to(dtype).to(DEVICE)
 
 
 def _unit(dtype):
     g = torch.Generator().manual_seed(1)
     edges = [0.0, -0.0, 1.0, -1.0, 0.9999999, -0.999999, 1e-7, 1.5, -2.0, float("nan")]
-    return torch.cat([torch.rand(64, generator=g, dtype=torch.float64) * 2 - 1,
-                      torch.tensor(edges, dtype=torch.float64)]).to(dtype).to(DEVICE)
+    return torch.cat([torch.rand(64, generator=g, dtype=torch.float64, device="cpu") * 2 - 1,
+                      torch.tensor(edges, dtype=torch.float64, device="cpu")]).to(dtype).to(DEVICE)
 
 
 def _prob(dtype):
     g = torch.Generator().manual_seed(2)
     edges = [0.0, 1.0, 1e-10, 1 - 1e-7, 0.5, 0.02, 0.05, 0.98, -0.1, float("nan")]
-    return torch.cat([torch.rand(64, generator=g, dtype=torch.float64),
-                      torch.tensor(edges, dtype=torch.float64)]).to(dtype).to(DEVICE)
+    return torch.cat([torch.rand(64, generator=g, dtype=torch.float64, device="cpu"),
+                      torch.tensor(edges, dtype=torch.float64, device="cpu")]).to(dtype).to(DEVICE)
 
 
 UNARY = {
