@@ -37,6 +37,14 @@ def _sf(helper, libdevice=None):
     return emit
 
 
+def _sf_limit(helper, limit):
+    """A helper that takes an order limit as a third argument (Hermite's NaN above it)."""
+    def emit(args, dtypes):
+        back = "tl.float64" if dtypes[0] == torch.float64 else "tl.float32"
+        return f"{helper}({', '.join(f'{a}.to(tl.float64)' for a in args)}, {limit}).to({back})"
+    return emit
+
+
 def _fmt(template):
     return lambda args, dtypes: template.format(*args)
 
@@ -184,6 +192,23 @@ SCALAR_OPS = {
     "erfcx": _sf("_sf_erfcx"),
     "log_ndtr": _sf("_sf_log_ndtr"),
     "ndtri": _sf("_sf_ndtri"),
+    "chebyshev_t": _sf("_sf_cheb_t"),
+    "chebyshev_u": _sf("_sf_cheb_u"),
+    "chebyshev_v": _sf("_sf_cheb_v"),
+    "chebyshev_w": _sf("_sf_cheb_w"),
+    "shifted_chebyshev_t": _sf("_sf_shifted_cheb_t"),
+    "shifted_chebyshev_u": _sf("_sf_shifted_cheb_u"),
+    "shifted_chebyshev_v": _sf("_sf_shifted_cheb_v"),
+    "shifted_chebyshev_w": _sf("_sf_shifted_cheb_w"),
+    "laguerre_l": _sf("_sf_laguerre"),
+    "legendre_p": _sf("_sf_legendre"),
+    # ATen's order limit for Hermite: 128 in float32, 512 in float64, 1024 otherwise
+    "hermite_h_f32": _sf_limit("_sf_hermite_h", 128),
+    "hermite_h_f64": _sf_limit("_sf_hermite_h", 512),
+    "hermite_h_half": _sf_limit("_sf_hermite_h", 1024),
+    "hermite_he_f32": _sf_limit("_sf_hermite_he", 128),
+    "hermite_he_f64": _sf_limit("_sf_hermite_he", 512),
+    "hermite_he_half": _sf_limit("_sf_hermite_he", 1024),
     "bessel_j0": _ld("j0"),
     "bessel_j1": _ld("j1"),
     "bessel_y0": _ld("y0"),

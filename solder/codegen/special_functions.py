@@ -17,6 +17,9 @@ coefficients:
   series; reflection for negative arguments; polygamma(n >= 2) from zeta.
 * I0, I1 (and the exponentially scaled forms): the power series (positive terms, no
   cancellation) up to 15, the asymptotic series beyond.
+* Chebyshev T, U, V, W (and shifted): closed forms (cos/sin of multiples of acos(x) inside
+  [-1, 1], cosh/sinh of multiples of acosh|x| outside); Hermite, Laguerre, Legendre: their
+  three-term recurrences, run up to the largest order in the block.
 * K0, K1: the power series up to 2; from 2 to 50 the integral of exp(-x cosh t) cosh(nu t)
   by the trapezoid rule (exponentially convergent for this integrand); the asymptotic series
   beyond.
@@ -372,12 +375,137 @@ def _sf_ndtri(p):
 ''', "_sf_erfinv", "_sf_log_ndtr")
 
 
+# Orthogonal polynomials of a per-element order n, with ATen's conventions: n is truncated to
+# an integer (NaN and infinities count as negative), a negative order gives 0, order 0 gives 1
+# whatever x is, and the values at the ends of the interval are exact.
+_helper("_sf_order", """
+@triton.jit
+def _sf_order(n):
+    t = tl.where(n >= 0, tl.floor(n), tl.ceil(n))
+    return tl.where(tl.abs(n) < float('inf'), t, -1.0)
+""")
+
+_helper("_sf_chebyshev", """
+@triton.jit
+def _sf_chebyshev(x, n, KIND: tl.constexpr):
+    # Chebyshev T (KIND 0), U (1), V (2), W (3) in closed form: x = cos(th) inside [-1, 1],
+    # x = +-cosh(a) outside (no recurrence, so any order costs the same)
+    n = _sf_order(n)
+    odd = (n - 2.0 * tl.floor(0.5 * n)) != 0
+    neg = x < 0
+    sgn = tl.where(neg & odd, -1.0, 1.0)
+    ax = tl.abs(x)
+    th = _sf_acos(tl.minimum(tl.maximum(x, -1.0), 1.0))
+    a = tl.log(ax + tl.sqrt((ax - 1.0) * (ax + 1.0)))
+    ea = tl.exp(a)
+    if KIND == 0:
+        inside = tl.cos(n * th)
+        outside = sgn * 0.5 * (tl.exp(n * a) + tl.exp(-n * a))
+        ends = tl.where(~neg | ~odd, 1.0, -1.0)
+        first = x
+    elif KIND == 1:
+        s = tl.sin(th)
+        inside = tl.where(s != 0, tl.sin((n + 1.0) * th) / s,
+                          (n + 1.0) * tl.cos((n + 1.0) * th) / x)
+        outside = sgn * (tl.exp((n + 1.0) * a) - tl.exp(-(n + 1.0) * a)) / (ea - 1.0 / ea)
+        ends = tl.where(~neg | ~odd, n + 1.0, -(n + 1.0))
+        first = x + x
+    else:
+        ch = (tl.exp((n + 0.5) * a) + tl.exp(-(n + 0.5) * a)) / (tl.exp(0.5 * a) + tl.exp(-0.5 * a))
+        sh = (tl.exp((n + 0.5) * a) - tl.exp(-(n + 0.5) * a)) / (tl.exp(0.5 * a) - tl.exp(-0.5 * a))
+        if KIND == 2:
+            inside = tl.cos((n + 0.5) * th) / tl.cos(0.5 * th)
+            outside = tl.where(neg, sgn * sh, ch)
+            ends = tl.where(~neg, 1.0, tl.where(odd, -(n + n + 1.0), n + n + 1.0))
+            first = x + x - 1.0
+        else:
+            inside = tl.sin((n + 0.5) * th) / tl.sin(0.5 * th)
+            outside = tl.where(neg, sgn * ch, sh)
+            ends = tl.where(~neg, n + n + 1.0, tl.where(odd, -1.0, 1.0))
+            first = x + x + 1.0
+    r = tl.where(ax < 1.0, inside, outside)
+    r = tl.where(ax == 1.0, ends, r)
+    r = tl.where(n == 1, first, r)
+    r = tl.where(n == 0, 1.0, r)
+    return tl.where(n < 0, 0.0, r)
+""", "_sf_order", "_sf_acos")
+
+_helper("_sf_three_term", """
+@triton.jit
+def _sf_three_term(x, n, KIND: tl.constexpr):
+    # Hermite H (KIND 0), Hermite He (1), Laguerre (2), Legendre (3) by their recurrences, up
+    # to the largest order in the block (lanes past their own order keep their value)
+    top = tl.max(tl.where(n > 0, n, 0.0))
+    p = tl.zeros_like(x) + 1.0
+    if KIND == 0:
+        q = x + x
+    elif KIND == 2:
+        q = 1.0 - x
+    else:
+        q = x
+    k = top * 0.0 + 1.0
+    while k < top:
+        live = k < n
+        if KIND == 0:
+            r = 2.0 * x * q - 2.0 * k * p
+        elif KIND == 1:
+            r = x * q - k * p
+        elif KIND == 2:
+            r = ((k + k + 1.0 - x) * q - k * p) / (k + 1.0)
+        else:
+            r = ((k + k + 1.0) * x * q - k * p) / (k + 1.0)
+        p = tl.where(live, q, p)
+        q = tl.where(live, r, q)
+        k += 1.0
+    return tl.where(n == 0, 1.0, q)
+""")
+
+_helper("_sf_hermite", """
+@triton.jit
+def _sf_hermite(x, n, limit, KIND: tl.constexpr):
+    # ATen gives NaN above an order limit that depends on the dtype (128 for float32)
+    n = _sf_order(n)
+    r = _sf_three_term(x, tl.where(n > limit, 0.0, n), KIND)
+    r = tl.where(n > limit, float('nan'), r)
+    return tl.where(n < 0, 0.0, r)
+""", "_sf_order", "_sf_three_term")
+
+_helper("_sf_laguerre", """
+@triton.jit
+def _sf_laguerre(x, n):
+    n = _sf_order(n)
+    r = tl.where(x == 0, 1.0, _sf_three_term(x, n, 2))
+    return tl.where(n < 0, 0.0, r)
+""", "_sf_order", "_sf_three_term")
+
+_helper("_sf_legendre", """
+@triton.jit
+def _sf_legendre(x, n):
+    n = _sf_order(n)
+    odd = (n - 2.0 * tl.floor(0.5 * n)) != 0
+    r = _sf_three_term(x, n, 3)
+    r = tl.where(tl.abs(x) == 1.0, tl.where((x > 0) | ~odd, 1.0, -1.0), r)
+    return tl.where(n < 0, 0.0, r)
+""", "_sf_order", "_sf_three_term")
+
+
 # the entry points the scalar-op table names (one argument each; orders and scaling fixed)
 for _name, _call in [("_sf_i0", "_sf_bessel_i(x, 0, False)"), ("_sf_i0e", "_sf_bessel_i(x, 0, True)"),
                      ("_sf_i1", "_sf_bessel_i(x, 1, False)"), ("_sf_i1e", "_sf_bessel_i(x, 1, True)"),
                      ("_sf_k0", "_sf_bessel_k(x, 0, False)"), ("_sf_k0e", "_sf_bessel_k(x, 0, True)"),
                      ("_sf_k1", "_sf_bessel_k(x, 1, False)"), ("_sf_k1e", "_sf_bessel_k(x, 1, True)")]:
     _helper(_name, f"@triton.jit\ndef {_name}(x):\n    return {_call}\n", _call.split("(")[0])
+for _name, _call in [("_sf_cheb_t", "_sf_chebyshev(x, n, 0)"), ("_sf_cheb_u", "_sf_chebyshev(x, n, 1)"),
+                     ("_sf_cheb_v", "_sf_chebyshev(x, n, 2)"), ("_sf_cheb_w", "_sf_chebyshev(x, n, 3)"),
+                     ("_sf_shifted_cheb_t", "_sf_chebyshev(x + x - 1.0, n, 0)"),
+                     ("_sf_shifted_cheb_u", "_sf_chebyshev(x + x - 1.0, n, 1)"),
+                     ("_sf_shifted_cheb_v", "_sf_chebyshev(x + x - 1.0, n, 2)"),
+                     ("_sf_shifted_cheb_w", "_sf_chebyshev(x + x - 1.0, n, 3)"),
+                     ("_sf_hermite_h", "_sf_hermite(x, n, limit, 0)"),
+                     ("_sf_hermite_he", "_sf_hermite(x, n, limit, 1)")]:
+    _args = "x, n, limit" if "limit" in _call else "x, n"
+    _helper(_name, f"@triton.jit\ndef {_name}({_args}):\n    return {_call}\n",
+            _call.split("(")[0])
 
 
 def helpers_for(source: str) -> str:

@@ -58,8 +58,14 @@ TIE_AMBIGUOUS_INDICES = {
 # trigamma (polygamma order 1, digamma's gradient) reflects through sin(pi * x) with pi * x
 # rounded to float32 first, relative errors of 2e-5 and more; the higher orders and lgamma's
 # second derivative share the formula. Their float32 results get the float16/bfloat16 second
-# look (``no_less_accurate``). Matched by op name prefix.
-FLOAT32_SECOND_LOOK = ("digamma", "polygamma", "special.polygamma", "mvlgamma", "lgamma")
+# look (``no_less_accurate``). Likewise the orthogonal polynomials: eager evaluates
+# cos((n + 1/2) acos(x)) / cos(acos(x) / 2) and the recurrences in float32 (shifted Chebyshev V
+# of order 12 at x = 0.016: 5e-5 off, where a float64 evaluation rounded once is exact).
+# Matched by op name prefix.
+FLOAT32_SECOND_LOOK = ("digamma", "polygamma", "special.polygamma", "mvlgamma", "lgamma",
+                       "special.chebyshev_polynomial", "special.shifted_chebyshev_polynomial",
+                       "special.hermite_polynomial", "special.laguerre_polynomial",
+                       "special.legendre_polynomial")
 
 
 def second_look_dtypes(op_name: str) -> frozenset:

@@ -71,3 +71,40 @@ def _polygamma(call: Call, n, x):
         z = E.call("zeta", E.const(float(n + 1), comp), load(idx), dtype=comp)
         return E.cast(E.call("mul", E.const(scale, comp), z, dtype=comp), call.dtype)
     return Virtual(call.size, call.dtype, call.device, fn, stride=call.stride)
+
+
+_POLYNOMIALS = {
+    aten.special_chebyshev_polynomial_t: "chebyshev_t",
+    aten.special_chebyshev_polynomial_u: "chebyshev_u",
+    aten.special_chebyshev_polynomial_v: "chebyshev_v",
+    aten.special_chebyshev_polynomial_w: "chebyshev_w",
+    aten.special_shifted_chebyshev_polynomial_t: "shifted_chebyshev_t",
+    aten.special_shifted_chebyshev_polynomial_u: "shifted_chebyshev_u",
+    aten.special_shifted_chebyshev_polynomial_v: "shifted_chebyshev_v",
+    aten.special_shifted_chebyshev_polynomial_w: "shifted_chebyshev_w",
+    aten.special_laguerre_polynomial_l: "laguerre_l",
+    aten.special_legendre_polynomial_p: "legendre_p",
+}
+
+
+def _polynomial(name):
+    def lower(call: Call, x, n):
+        """p_n(x) for every overload (x or n may be a Python number)."""
+        return pointwise(call, name, [x, n], K.INT_TO_FLOAT)
+    return lower
+
+
+for _op, _name in _POLYNOMIALS.items():
+    lowering(_op)(_polynomial(_name))
+
+
+def _hermite(name):
+    def lower(call: Call, x, n):
+        """Hermite's NaN above an order limit depends on the result dtype (as ATen's)."""
+        suffix = {torch.float32: "f32", torch.float64: "f64"}.get(call.dtype, "half")
+        return pointwise(call, f"{name}_{suffix}", [x, n], K.INT_TO_FLOAT)
+    return lower
+
+
+lowering(aten.special_hermite_polynomial_h)(_hermite("hermite_h"))
+lowering(aten.special_hermite_polynomial_he)(_hermite("hermite_he"))

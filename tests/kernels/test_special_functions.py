@@ -101,3 +101,47 @@ def test_nextafter_of_half_precision_is_not_computed_in_float32():
     report = solder.explain(torch.nextafter, a, b)
     if DEVICE == "cuda":
         assert any("nextafter" in str(f.op) for f in report.fallbacks)
+
+
+POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+               "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+               "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+               "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+
+def _orders_and_points():
+    g = torch.Generator().manual_seed(3)
+    x = torch.cat([torch.randn(60, generator=g, dtype=torch.float64, device="cpu") * 2,
+                   torch.tensor([1.0, -1.0, 0.0, 0.5, float("nan"), 1.0, -1.0, 0.0, 0.3, 2.0],
+                                dtype=torch.float64, device="cpu")])
+    n = torch.cat([torch.randint(-2, 14, (60,), generator=g, device="cpu").double() + 0.3,
+                   torch.tensor([3.0, 4.0, 5.0, 0.0, 0.0, 0.0, 7.0, 2.0, float("nan"), 60.0],
+                                dtype=torch.float64, device="cpu")])
+    return x.to(DEVICE), n.to(DEVICE)
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_orthogonal_polynomials(name):
+    fn = getattr(torch.special, name)
+    x, n = _orders_and_points()
+    check(fn, x, n)                                   # float64: eager's values
+    _lowered(fn, x, n)
+    # float32 against the float64 values rounded once (eager's float32 kernels lose digits in
+    # their trig forms and recurrences: compare.FLOAT32_SECOND_LOOK)
+    torch._dynamo.reset()
+    got = torch.compile(fn, backend="solder")(x.float(), n.float())
+    torch.testing.assert_close(got, fn(x.float().double(), n.float().double()).float(),
+                               equal_nan=True, rtol=1.3e-5, atol=1.5e-5)
+    # a Python number for the order (points without NaN: eager's loops stop at a NaN and return
+    # whatever their result variable held, which is not a value to compare with)
+    check(lambda t: fn(t, 3), x.nan_to_num(0.25))
+
+
+@pytest.mark.parametrize("name", ["hermite_polynomial_h", "hermite_polynomial_he"])
+def test_hermite_gives_nan_above_atens_order_limit_for_the_dtype(name):
+    fn = getattr(torch.special, name)
+    x = torch.tensor([0.5, -1.5, 0.25], device=DEVICE)
+    n = torch.tensor([10.0, 129.0, 600.0], device=DEVICE)
+    for dtype in (torch.float32, torch.float64):   # limits 128 and 512
+        check(fn, x.to(dtype), n.to(dtype))
