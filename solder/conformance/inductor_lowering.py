@@ -4,7 +4,8 @@ The suite never imports ``torch._inductor``. Inductor prints every wrapper it ge
 ``output_code`` artifact logger; this module listens on those loggers (by name) while the op
 compiles through ``torch.compile(backend="inductor")`` and reads the calls in the wrapper:
 
-* fallback: the wrapper calls an ATen op (``torch.ops.aten.X`` / ``aten.X``);
+* fallback: the wrapper calls an ATen op (``torch.ops.aten.X`` / ``aten.X``) or an op of
+  another namespace (a custom op such as ``torch.ops.torch_nn.X``);
 * extern: no ATen call, but a library call (``extern_kernels.X``, ``torch.ops.mkldnn.X``, ...);
 * lowered: only generated kernels (and views, allocations);
 * not-captured: no wrapper was generated (Dynamo ran the op eagerly).
@@ -26,6 +27,10 @@ _LOGGERS = ("torch._inductor.graph.__output_code", "torch._inductor.codecache.__
 _PREFIX = "Output code: \n"
 
 _ATEN_CALL = re.compile(r"(?<![\w.])(?:torch\.ops\.)?aten\.(\w+)(?:\.\w+)?\(")
+# an op of another namespace called from the wrapper (a custom op, torch_nn.*): also not a
+# generated kernel; inductor's own helpers and the library namespaces are not fallbacks
+_OTHER_OP_CALL = re.compile(r"(?<![\w.])torch\.ops\.(\w+)\.(\w+)(?:\.\w+)?\(")
+_NOT_FALLBACK_NAMESPACES = {"aten", "inductor", "prims", "mkldnn", "mkl", "onednn", "_quantized"}
 _EXTERN_CALL = re.compile(
     r"(?<![\w.])(?:extern_kernels\.(\w+)|torch\.ops\.(?:mkldnn|mkl|onednn|_quantized)\.(\w+))\(")
 
@@ -68,6 +73,8 @@ def calls_in(code: str) -> tuple[set[str], set[str]]:
         if stripped.startswith(("#", "import ", "from ")):
             continue
         aten.update(m.group(1) for m in _ATEN_CALL.finditer(stripped))
+        aten.update(f"{m.group(1)}.{m.group(2)}" for m in _OTHER_OP_CALL.finditer(stripped)
+                    if m.group(1) not in _NOT_FALLBACK_NAMESPACES)
         extern.update(a or b for a, b in _EXTERN_CALL.findall(stripped))
     return aten, extern
 
@@ -88,8 +95,8 @@ def classify_codes(codes: list[str]) -> dict:
     else:
         lowering = "not-captured"
     return {"lowering": lowering,
-            "fallbacks": [{"op": f"aten.{name}", "reason": "ATen call in inductor's wrapper"}
-                          for name in sorted(aten)],
+            "fallbacks": [{"op": name if "." in name else f"aten.{name}",
+                           "reason": "op call in inductor's wrapper"} for name in sorted(aten)],
             "externs": sorted(extern)}
 
 

@@ -21,13 +21,16 @@ def call(args):
     extern_kernels.mm(buf1, buf2, out=buf3)
     buf4 = aten.linalg_cholesky_ex.default(buf3)
     buf5 = torch.ops.mkldnn._convolution_pointwise(buf3, None)
+    buf6 = torch.ops.torch_nn._linear_cross_entropy_batch_chunked.default(buf5, buf3)
+    buf7 = torch.ops.inductor.accumulate_grad_.default(buf6, buf3)
     return (reinterpret_tensor(buf3, (16,), (1,), 0), )
 '''
 
 
 def test_calls_in_a_wrapper():
     aten, extern = il.calls_in(WRAPPER)
-    assert aten == {"sort", "linalg_cholesky_ex"}  # the comment naming aten.sort is not a call
+    # the comment naming aten.sort is not a call; inductor's own helper op is not a fallback
+    assert aten == {"sort", "linalg_cholesky_ex", "torch_nn._linear_cross_entropy_batch_chunked"}
     assert extern == {"mm", "_convolution_pointwise"}
 
 
@@ -39,7 +42,8 @@ def test_classification_words_match_solders():
         == "extern"
     assert il.classify_codes([])["lowering"] == "not-captured"
     summary = il.classify_codes([WRAPPER])
-    assert [f["op"] for f in summary["fallbacks"]] == ["aten.linalg_cholesky_ex", "aten.sort"]
+    assert [f["op"] for f in summary["fallbacks"]] == [
+        "aten.linalg_cholesky_ex", "aten.sort", "torch_nn._linear_cross_entropy_batch_chunked"]
 
 
 def test_wrappers_are_collected_from_inductors_loggers_silently(capsys):
