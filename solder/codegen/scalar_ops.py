@@ -209,6 +209,11 @@ SCALAR_OPS = {
     "hermite_he_f32": _sf_limit("_sf_hermite_he", 128),
     "hermite_he_f64": _sf_limit("_sf_hermite_he", 512),
     "hermite_he_half": _sf_limit("_sf_hermite_he", 1024),
+    # frexp's two results (special_functions.py; float16/bfloat16 arrive as float32, exactly)
+    "frexp_mantissa": lambda a, d: (f"_sf_frexp_f64({a[0]})[0]" if d[0] == torch.float64
+                                    else f"_sf_frexp_f32({a[0]})[0]"),
+    "frexp_exponent": lambda a, d: (f"_sf_frexp_f64({a[0]})[1]" if d[0] == torch.float64
+                                    else f"_sf_frexp_f32({a[0]})[1]"),
     "bessel_j0": _ld("j0"),
     "bessel_j1": _ld("j1"),
     "bessel_y0": _ld("y0"),

@@ -489,6 +489,34 @@ def _sf_legendre(x, n):
 """, "_sf_order", "_sf_three_term")
 
 
+# frexp: x = mantissa * 2^exponent with |mantissa| in [1/2, 1), from the bit pattern (exact).
+# Zeros, infinities and NaN come back as they are with exponent 0, as ATen's; subnormals are
+# first scaled into the normal range.
+_helper("_sf_frexp_f32", """
+@triton.jit
+def _sf_frexp_f32(x):
+    sub = (tl.abs(x) < 1.1754943508222875e-38) & (x != 0)
+    y = tl.where(sub, x * 18446744073709551616.0, x)       # * 2^64, exact
+    b = y.to(tl.int32, bitcast=True)
+    e = ((b >> 23) & 0xFF) - 126 - tl.where(sub, 64, 0)
+    m = ((b & -2139095041) | 1056964608).to(tl.float32, bitcast=True)  # 0x807FFFFF, 0x3F000000
+    special = (x == 0) | (tl.abs(x) == float('inf')) | (x != x)
+    return tl.where(special, x, m), tl.where(special, 0, e)
+""")
+
+_helper("_sf_frexp_f64", """
+@triton.jit
+def _sf_frexp_f64(x):
+    sub = (tl.abs(x) < 2.2250738585072014e-308) & (x != 0)
+    y = tl.where(sub, x * 18446744073709551616.0, x)
+    b = y.to(tl.int64, bitcast=True)
+    e = (((b >> 52) & 0x7FF) - 1022 - tl.where(sub, 64, 0)).to(tl.int32)
+    m = ((b & -9218868437227405313) | 4602678819172646912).to(tl.float64, bitcast=True)
+    special = (x == 0) | (tl.abs(x) == float('inf')) | (x != x)
+    return tl.where(special, x, m), tl.where(special, 0, e)
+""")
+
+
 # the entry points the scalar-op table names (one argument each; orders and scaling fixed)
 for _name, _call in [("_sf_i0", "_sf_bessel_i(x, 0, False)"), ("_sf_i0e", "_sf_bessel_i(x, 0, True)"),
                      ("_sf_i1", "_sf_bessel_i(x, 1, False)"), ("_sf_i1e", "_sf_bessel_i(x, 1, True)"),

@@ -108,3 +108,20 @@ def _hermite(name):
 
 lowering(aten.special_hermite_polynomial_h)(_hermite("hermite_h"))
 lowering(aten.special_hermite_polynomial_he)(_hermite("hermite_he"))
+
+
+@lowering(aten.frexp.Tensor)
+def _frexp(call: Call, x):
+    """(mantissa, exponent) from the bit pattern; two outputs of one elementwise loop."""
+    if not isinstance(x, TensorValue) or not x.dtype.is_floating_point:
+        raise Decline("frexp of a non-floating tensor")
+    comp = torch.float64 if x.dtype == torch.float64 else torch.float32
+    load = loader_of(x, call.size, comp)
+
+    def mantissa(idx):
+        return E.cast(E.call("frexp_mantissa", load(idx), dtype=comp), x.dtype)
+
+    def exponent(idx):
+        return E.call("frexp_exponent", load(idx), dtype=torch.int32)
+    return (Virtual(call.size, x.dtype, call.device, mantissa, stride=call.stride),
+            Virtual(call.size, torch.int32, call.device, exponent, stride=call.stride))

@@ -145,3 +145,19 @@ def test_hermite_gives_nan_above_atens_order_limit_for_the_dtype(name):
     n = torch.tensor([10.0, 129.0, 600.0], device=DEVICE)
     for dtype in (torch.float32, torch.float64):   # limits 128 and 512
         check(fn, x.to(dtype), n.to(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_frexp_from_the_bit_pattern(dtype):
+    values = [0.0, -0.0, 1.0, -3.5, float("inf"), -float("inf"), float("nan"), 0.75, 123456.0,
+              -1e-5, 3e-3]
+    if dtype in (torch.float32, torch.float64):
+        values += [1e-40, 6e-39, 1e-310]   # subnormals (bfloat16's are left out: Triton's
+        # interpreter flushes them when it widens bfloat16)
+    x = torch.tensor(values, dtype=torch.float64).to(dtype).to(DEVICE)
+    m, e = torch.compile(torch.frexp, backend="solder")(x)
+    rm, re_ = torch.frexp(x)
+    assert e.dtype == torch.int32 and torch.equal(e, re_)
+    assert torch.equal(m.nan_to_num(7.0), rm.nan_to_num(7.0))
+    assert torch.equal(torch.signbit(m), torch.signbit(rm))   # -0.0 stays -0.0
+    _lowered(torch.frexp, x)
