@@ -214,10 +214,10 @@ SCALAR_OPS = {
                                     else f"_sf_frexp_f32({a[0]})[0]"),
     "frexp_exponent": lambda a, d: (f"_sf_frexp_f64({a[0]})[1]" if d[0] == torch.float64
                                     else f"_sf_frexp_f32({a[0]})[1]"),
-    "bessel_j0": _ld("j0"),
-    "bessel_j1": _ld("j1"),
-    "bessel_y0": _ld("y0"),
-    "bessel_y1": _ld("y1"),
+    "bessel_j0": _sf("_sf_j0", "j0"),
+    "bessel_j1": _sf("_sf_j1", "j1"),
+    "bessel_y0": _sf("_sf_y0", "y0"),
+    "bessel_y1": _sf("_sf_y1", "y1"),
     "hypot": _ld("hypot", lambda x, y: f"tl.sqrt({x} * {x} + {y} * {y})"),
     "copysign": _ld("copysign", lambda x, y: f"tl.where(({y} < 0) | ((1.0 / {y}) < 0), -tl.abs({x}), tl.abs({x}))"),
     "nextafter": _ld("nextafter"),
@@ -328,4 +328,4 @@ def available(name: str) -> bool:
     return True
 
 
-_LIBDEVICE_ONLY = frozenset({"nextafter", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1"})
+_LIBDEVICE_ONLY = frozenset({"nextafter"})

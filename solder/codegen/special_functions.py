@@ -2,7 +2,9 @@
 cannot run (libdevice is GPU-only).
 
 Each helper takes and returns float64: float32 and half inputs are computed in float64 and
-rounded once, so a series or quadrature keeps float32 results exact to rounding, and float64
+rounded once. Values computed from loop counters and constexpr parameters are made float64
+tensors before use (``tl.zeros_like(x) + c``): Triton evaluates a math function of a constant,
+or a constant held in a variable, in float32, so a series or quadrature keeps float32 results exact to rounding, and float64
 inputs get float64-grade methods (range reduction plus enough terms, Newton steps, exact
 recurrences). A kernel module holds only the helpers its kernels call (``helpers_for``).
 
@@ -517,11 +519,128 @@ def _sf_frexp_f64(x):
 """)
 
 
+# Bessel functions of the first and second kind, orders 0 and 1 (the GPU calls libdevice's
+# j0/j1/y0/y1; these run everywhere, the interpreter included).
+def _gauss_legendre(n: int) -> list[tuple[float, float]]:
+    """Nodes and weights of n-point Gauss-Legendre quadrature on [-1, 1] (Newton on P_n)."""
+    import math
+    out = []
+    for i in range(1, n + 1):
+        z = math.cos(math.pi * (i - 0.25) / (n + 0.5))
+        for _ in range(100):
+            p0, p1 = 1.0, z
+            for k in range(2, n + 1):
+                p0, p1 = p1, ((2 * k - 1) * z * p1 - (k - 1) * p0) / k
+            dp = n * (z * p1 - p0) / (z * z - 1.0)
+            step = p1 / dp
+            z -= step
+            if abs(step) < 1e-16:
+                break
+        out.append((z, 2.0 / ((1.0 - z * z) * dp * dp)))
+    return out
+
+
+def _bessel_y_integral_source() -> str:
+    """Y_nu(x) = (1/pi) int_0^pi sin(x sin t - nu t) dt
+                 - (1/pi) int_0^inf (e^(nu t) + (-1)^nu e^(-nu t)) e^(-x sinh t) dt,
+    both by 48-point Gauss-Legendre (the second on [0, 4]: for x > 8 the rest is below
+    e^-200), unrolled with the nodes as constants."""
+    import math
+    lines = ["@triton.jit", "def _sf_bessel_y_integral(x, NU: tl.constexpr):",
+             "    a = tl.zeros_like(x)", "    b = tl.zeros_like(x)", "    z = tl.zeros_like(x)"]
+    for u, w in _gauss_legendre(48):
+        t = 0.5 * math.pi * (u + 1.0)
+        lines.append(f"    a += {0.5 * math.pi * w!r} * tl.sin(x * {math.sin(t)!r} - NU * {t!r})")
+    for u, w in _gauss_legendre(48):
+        t = 2.0 * (u + 1.0)
+        lines.append(f"    b += (tl.exp(z + NU * {t!r}) + tl.exp(z - NU * {t!r}) * (1.0 - 2.0 * NU))"
+                     f" * tl.exp(x * {-math.sinh(t)!r}) * {2.0 * w!r}")
+    lines.append("    return (a - b) * 0.3183098861837907")
+    return "\n".join(lines) + "\n"
+
+
+_helper("_sf_bessel_y_integral", _bessel_y_integral_source())
+
+_helper("_sf_hankel", """
+@triton.jit
+def _sf_hankel(x, NU: tl.constexpr, SECOND: tl.constexpr):
+    # x > 25: sqrt(2 / (pi x)) (P cos(chi) - Q sin(chi)) for J, (P sin(chi) + Q cos(chi)) for
+    # Y, chi = x - (nu / 2 + 1 / 4) pi; 23 terms of P and Q leave under 1e-15
+    mu = 4.0 * NU * NU
+    t = tl.zeros_like(x) + 1.0
+    p = t
+    q = tl.zeros_like(x)
+    for k in tl.static_range(1, 24):
+        t = t * (mu - (2 * k - 1) * (2 * k - 1)) / (8.0 * k * x)
+        if k % 2 == 1:
+            q += t * (1.0 - 2.0 * (((k - 1) // 2) % 2))
+        else:
+            p += t * (1.0 - 2.0 * ((k // 2) % 2))
+    chi = x - (0.5 * NU + 0.25) * 3.141592653589793
+    amp = tl.sqrt(0.6366197723675814 / x)
+    if SECOND:
+        return amp * (p * tl.sin(chi) + q * tl.cos(chi))
+    return amp * (p * tl.cos(chi) - q * tl.sin(chi))
+""")
+
+_helper("_sf_bessel_j", """
+@triton.jit
+def _sf_bessel_j(x, NU: tl.constexpr):
+    # |x| <= 25: J_nu(x) = (1/2pi) int_0^2pi cos(nu t - x sin t) dt, a periodic integrand, so
+    # the trapezoid rule with 64 points is exact to far under float64's epsilon; beyond, Hankel
+    ax = tl.abs(x)
+    xs = tl.where(ax <= 25.0, ax, 0.0)
+    acc = tl.zeros_like(x) + (2.0 - 2.0 * NU)          # t = 0 and t = pi: 1 + (-1)^nu
+    for j in tl.static_range(1, 32):
+        t = tl.zeros_like(x) + 0.09817477042468103 * j   # 2 pi j / 64, as a float64 tensor
+        acc += 2.0 * tl.cos(t * NU - xs * tl.sin(t))
+    r = tl.where(ax <= 25.0, acc * 0.015625, _sf_hankel(tl.where(ax > 25.0, ax, 30.0), NU, False))
+    if NU == 1:
+        r = tl.where(x < 0, -r, r)
+    return tl.where((ax == float('inf')) | (x != x), float('nan'), r)   # as ATen at inf
+""", "_sf_hankel")
+
+_helper("_sf_bessel_y", """
+@triton.jit
+def _sf_bessel_y(x, NU: tl.constexpr):
+    # x <= 8: the series with log(x / 2) J_nu(x); 8 < x <= 25: the integral representation;
+    # beyond: Hankel. 0 gives -inf, x < 0 and inf NaN (as ATen)
+    xs = tl.where(x <= 8.0, tl.maximum(x, 1e-300), 1.0)
+    h = -0.25 * xs * xs
+    lg = tl.log(0.5 * xs)
+    term = tl.zeros_like(xs) + 1.0
+    harm = tl.zeros_like(xs)
+    if NU == 0:
+        acc = tl.zeros_like(xs)
+        for k in tl.static_range(1, 34):
+            term = term * h / (k * k)
+            harm += 1.0 / k
+            acc -= term * harm
+        series = 0.6366197723675814 * ((lg + 0.5772156649015329) * _sf_bessel_j(xs, 0) + acc)
+    else:
+        psum = tl.zeros_like(xs) + 1.0 - 2.0 * 0.5772156649015329
+        acc = psum
+        for k in tl.static_range(1, 34):
+            term = term * h / (k * (k + 1))
+            harm += 1.0 / k
+            acc += term * (2.0 * harm - 2.0 * 0.5772156649015329 + 1.0 / (k + 1))
+        series = (0.6366197723675814 * lg * _sf_bessel_j(xs, 1) - 0.6366197723675814 / xs
+                  - 0.15915494309189535 * xs * acc)
+    mid = _sf_bessel_y_integral(tl.where((x > 8.0) & (x <= 25.0), x, 10.0), NU)
+    far = _sf_hankel(tl.where(x > 25.0, x, 30.0), NU, True)
+    r = tl.where(x <= 8.0, series, tl.where(x <= 25.0, mid, far))
+    r = tl.where(x == 0, -float('inf'), r)
+    return tl.where((x < 0) | (x == float('inf')) | (x != x), float('nan'), r)
+""", "_sf_bessel_j", "_sf_bessel_y_integral", "_sf_hankel")
+
+
 # the entry points the scalar-op table names (one argument each; orders and scaling fixed)
 for _name, _call in [("_sf_i0", "_sf_bessel_i(x, 0, False)"), ("_sf_i0e", "_sf_bessel_i(x, 0, True)"),
                      ("_sf_i1", "_sf_bessel_i(x, 1, False)"), ("_sf_i1e", "_sf_bessel_i(x, 1, True)"),
                      ("_sf_k0", "_sf_bessel_k(x, 0, False)"), ("_sf_k0e", "_sf_bessel_k(x, 0, True)"),
-                     ("_sf_k1", "_sf_bessel_k(x, 1, False)"), ("_sf_k1e", "_sf_bessel_k(x, 1, True)")]:
+                     ("_sf_k1", "_sf_bessel_k(x, 1, False)"), ("_sf_k1e", "_sf_bessel_k(x, 1, True)"),
+                     ("_sf_j0", "_sf_bessel_j(x, 0)"), ("_sf_j1", "_sf_bessel_j(x, 1)"),
+                     ("_sf_y0", "_sf_bessel_y(x, 0)"), ("_sf_y1", "_sf_bessel_y(x, 1)")]:
     _helper(_name, f"@triton.jit\ndef {_name}(x):\n    return {_call}\n", _call.split("(")[0])
 for _name, _call in [("_sf_cheb_t", "_sf_chebyshev(x, n, 0)"), ("_sf_cheb_u", "_sf_chebyshev(x, n, 1)"),
                      ("_sf_cheb_v", "_sf_chebyshev(x, n, 2)"), ("_sf_cheb_w", "_sf_chebyshev(x, n, 3)"),
