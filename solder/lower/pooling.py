@@ -9,6 +9,9 @@ where something reads them (a backward graph).
 """
 from __future__ import annotations
 
+import itertools
+import math
+
 import sympy
 import torch
 
@@ -20,11 +23,12 @@ from .tensors import Stored, Virtual
 aten = torch.ops.aten
 
 
-def _pair(v, default):
+def _pair(v, default, n=2):
+    """An ATen window argument as n values (one value stands for all; empty: the default)."""
     v = list(v) if isinstance(v, (list, tuple)) else [v]
     if not v:
         v = list(default)
-    return v * 2 if len(v) == 1 else v
+    return v * n if len(v) == 1 else v
 
 
 def _window_source(call: Call, x):
@@ -38,29 +42,29 @@ def _window_source(call: Call, x):
     return call.graph.realize(x)
 
 
-def _window_args(what: str, x, kernel_size, stride, padding):
-    """(kh, kw), (sh, sw), (ph, pw) as ATen defaults them; declines what is not unrolled."""
+def _window_args(what: str, x, kernel_size, stride, padding, n=2):
+    """Kernel, stride and padding (n values each) as ATen defaults them; declines what is not
+    unrolled."""
     if not x.dtype.is_floating_point:
         raise Decline(f"{what} of an integer tensor")
-    kh, kw = _pair(kernel_size, ())
-    sh, sw = _pair(stride, (kh, kw))
-    ph, pw = _pair(padding, (0, 0))
-    if kh * kw > 64:
-        raise Decline(f"a {kh}x{kw} pooling window is too large to unroll")
-    return (kh, kw), (sh, sw), (ph, pw)
+    kernel = _pair(kernel_size, (), n)
+    stride = _pair(stride, kernel, n)
+    padding = _pair(padding, (0,) * n, n)
+    if math.prod(kernel) > 64:
+        raise Decline(f"a {'x'.join(map(str, kernel))} pooling window is too large to unroll")
+    return tuple(kernel), tuple(stride), tuple(padding)
 
 
-def _window(src, idx, lead, h0, w0, kernel, height, width):
-    """Each position of the window at (h0, w0), row-major: (ih, iw, whether it is inside the
-    input, the value there, masked outside)."""
-    for i in range(kernel[0]):
-        for j in range(kernel[1]):
-            ih, iw = h0 + i, w0 + j
-            inside = E.call("logical_and",
-                            E.call("logical_and", _ge0(ih), _lt(ih, height), dtype=torch.bool),
-                            E.call("logical_and", _ge0(iw), _lt(iw, width), dtype=torch.bool),
-                            dtype=torch.bool)
-            yield ih, iw, inside, E.with_mask(src.load(list(idx[:lead]) + [ih, iw]), inside)
+def _window(src, idx, lead, corner, kernel, size):
+    """Each position of the window whose first corner is ``corner``, row-major: (its
+    coordinates, whether it is inside the input, the value there, masked outside)."""
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        pos = [c + o for c, o in zip(corner, offsets)]
+        inside = None
+        for p, n in zip(pos, size):
+            ok = E.call("logical_and", _ge0(p), _lt(p, n), dtype=torch.bool)
+            inside = ok if inside is None else E.call("logical_and", inside, ok, dtype=torch.bool)
+        yield pos, inside, E.with_mask(src.load(list(idx[:lead]) + pos), inside)
 
 
 @lowering(aten.max_pool2d_with_indices.default)
@@ -83,7 +87,7 @@ def _max_pool2d_with_indices(call: Call, x, kernel_size, stride=(), padding=0, d
                                      E.index_value(width), dtype=i64),
                        E.call("maximum", E.index_value(w0), zero, dtype=i64), dtype=i64)
         best, where = E.const(float("-inf"), x.dtype), first
-        for ih, iw, inside, v in _window(src, idx, lead, h0, w0, kernel, height, width):
+        for (ih, iw), inside, v in _window(src, idx, lead, (h0, w0), kernel, (height, width)):
             better = E.call("logical_or", E.call("gt", v, best, dtype=torch.bool),
                             E.call("isnan", v, dtype=torch.bool), dtype=torch.bool)
             take = E.call("logical_and", inside, better, dtype=torch.bool)
@@ -106,58 +110,60 @@ def _lt(e, n):
     return E.call("lt", E.index_value(e), E.index_value(n), dtype=torch.bool)
 
 
-@lowering(aten.avg_pool2d.default)
-def _avg_pool2d(call: Call, x, kernel_size, stride=(), padding=0, ceil_mode=False,
-                count_include_pad=True, divisor_override=None):
+@lowering(aten.avg_pool2d.default, aten.avg_pool3d.default)
+def _avg_pool(call: Call, x, kernel_size, stride=(), padding=0, ceil_mode=False,
+              count_include_pad=True, divisor_override=None):
     """ATen's rule: the divisor is the window clipped to the padded input (count_include_pad)
     or to the input itself, unless divisor_override; the sum is accumulated in float32."""
-    kernel, (sh, sw), (ph, pw) = _window_args("avg_pool2d", x, kernel_size, stride, padding)
+    n = 3 if call.node.target is aten.avg_pool3d.default else 2
+    kernel, stride, padding = _window_args(f"avg_pool{n}d", x, kernel_size, stride, padding, n)
     src = _window_source(call, x)
-    height, width = x.size[-2], x.size[-1]
-    lead = x.ndim - 2
+    size = x.size[-n:]
+    lead = x.ndim - n
     acc = torch.float64 if x.dtype == torch.float64 else torch.float32
 
     def fn(idx):
-        oh, ow = idx[lead], idx[lead + 1]
-        h0, w0 = oh * sh - ph, ow * sw - pw
+        corner = [o * s - p for o, s, p in zip(idx[lead:], stride, padding)]
         total = E.const(0.0, acc)
-        for _, _, inside, v in _window(src, idx, lead, h0, w0, kernel, height, width):
+        for _, inside, v in _window(src, idx, lead, corner, kernel, size):
             total = E.call("add", total, E.call("where", inside, E.cast(v, acc),
                                                 E.const(0.0, acc), dtype=acc), dtype=acc)
-        divisor = _avg_divisor(h0, w0, kernel, (height, width), (ph, pw), count_include_pad,
+        divisor = _avg_divisor(corner, kernel, size, padding, count_include_pad,
                                divisor_override, acc)
         return E.cast(E.call("truediv", total, divisor, dtype=acc), x.dtype)
 
     return Virtual(call.size, x.dtype, call.device, fn, stride=call.stride)
 
 
-def _avg_divisor(h0, w0, kernel, size, pad, count_include_pad, divisor_override, acc):
-    """The divisor of the window whose top-left corner is (h0, w0), as ATen counts it."""
+def _avg_divisor(corner, kernel, size, pad, count_include_pad, divisor_override, acc):
+    """The divisor of the window whose first corner is ``corner``, as ATen counts it."""
     if divisor_override:
         return E.const(float(divisor_override), acc)
     i64 = torch.int64
-    lengths = []
-    for lo, k, n, p in zip((h0, w0), kernel, size, pad):
+    count = None
+    for lo, k, n, p in zip(corner, kernel, size, pad):
         end_padded = E.call("minimum", E.index_value(lo + k), E.index_value(n + p), dtype=i64)
         if count_include_pad:
-            lengths.append(E.call("sub", end_padded, E.index_value(lo), dtype=i64))
-            continue
-        start = E.call("maximum", E.index_value(lo), E.const(0, i64), dtype=i64)
-        end = E.call("minimum", end_padded, E.index_value(n), dtype=i64)
-        lengths.append(E.call("sub", end, start, dtype=i64))
-    return E.cast(E.call("mul", lengths[0], lengths[1], dtype=i64), acc)
+            length = E.call("sub", end_padded, E.index_value(lo), dtype=i64)
+        else:
+            start = E.call("maximum", E.index_value(lo), E.const(0, i64), dtype=i64)
+            end = E.call("minimum", end_padded, E.index_value(n), dtype=i64)
+            length = E.call("sub", end, start, dtype=i64)
+        count = length if count is None else E.call("mul", count, length, dtype=i64)
+    return E.cast(count, acc)
 
 
-@lowering(aten.avg_pool2d_backward.default)
-def _avg_pool2d_backward(call: Call, grad, x, kernel_size, stride, padding, ceil_mode,
-                         count_include_pad, divisor_override):
+@lowering(aten.avg_pool2d_backward.default, aten.avg_pool3d_backward.default)
+def _avg_pool_backward(call: Call, grad, x, kernel_size, stride, padding, ceil_mode,
+                       count_include_pad, divisor_override):
     """Each input element gathers grad / divisor from the (at most ceil(k / s) per dim)
     windows that contain it."""
-    (kh, kw), (sh, sw), (ph, pw) = _window_args("avg_pool2d_backward", grad, kernel_size,
-                                                stride, padding)
-    height, width = x.size[-2], x.size[-1]
-    out_h, out_w = grad.size[-2], grad.size[-1]
-    lead = x.ndim - 2
+    n = 3 if call.node.target is aten.avg_pool3d_backward.default else 2
+    kernel, stride, padding = _window_args(f"avg_pool{n}d_backward", grad, kernel_size,
+                                           stride, padding, n)
+    size = x.size[-n:]
+    out_size = grad.size[-n:]
+    lead = x.ndim - n
     acc = torch.float64 if grad.dtype == torch.float64 else torch.float32
 
     def candidates(i, k, s, p, n_out):
@@ -171,17 +177,21 @@ def _avg_pool2d_backward(call: Call, grad, x, kernel_size, stride, padding, ceil
         return out
 
     def fn(idx):
-        ih, iw = idx[lead], idx[lead + 1]
         total = E.const(0.0, acc)
-        for oh, ok_h in candidates(ih, kh, sh, ph, out_h):
-            for ow, ok_w in candidates(iw, kw, sw, pw, out_w):
-                ok = E.call("logical_and", ok_h, ok_w, dtype=torch.bool)
-                g = E.cast(E.with_mask(grad.load(list(idx[:lead]) + [oh, ow]), ok), acc)
-                divisor = _avg_divisor(oh * sh - ph, ow * sw - pw, (kh, kw), (height, width),
-                                       (ph, pw), count_include_pad, divisor_override, acc)
-                share = E.call("truediv", g, divisor, dtype=acc)
-                total = E.call("add", total, E.call("where", ok, share, E.const(0.0, acc),
-                                                    dtype=acc), dtype=acc)
+        per_dim = [candidates(i, k, s, p, m) for i, k, s, p, m in
+                   zip(idx[lead:], kernel, stride, padding, out_size)]
+        for choice in itertools.product(*per_dim):
+            windows = [o for o, _ in choice]
+            ok = choice[0][1]
+            for _, holds in choice[1:]:
+                ok = E.call("logical_and", ok, holds, dtype=torch.bool)
+            g = E.cast(E.with_mask(grad.load(list(idx[:lead]) + windows), ok), acc)
+            corner = [o * s - p for o, s, p in zip(windows, stride, padding)]
+            divisor = _avg_divisor(corner, kernel, size, padding, count_include_pad,
+                                   divisor_override, acc)
+            share = E.call("truediv", g, divisor, dtype=acc)
+            total = E.call("add", total, E.call("where", ok, share, E.const(0.0, acc),
+                                                dtype=acc), dtype=acc)
         return E.cast(total, grad.dtype)
 
     return Virtual(call.size, grad.dtype, call.device, fn, stride=call.stride)

@@ -4,6 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import solder
+
 from .helpers import check
 
 
@@ -100,3 +102,16 @@ def test_adaptive_max_pool_backward_with_overlapping_windows_is_a_scatter_add():
     x = torch.randn(2, 3, 4, 6, requires_grad=True)
     report = check(lambda t: F.adaptive_max_pool2d(t, (3, 4)) * 2, x, grad=True)
     assert [f.op for f in report.fallbacks] == ["aten.adaptive_max_pool2d"], report
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(kernel_size=2),
+    dict(kernel_size=(3, 2, 2), stride=(2, 1, 2), padding=(1, 0, 1)),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=(2, 3, 2), divisor_override=5),
+])
+def test_avg_pool3d_and_its_gradient(kwargs):
+    x = torch.randn(2, 3, 5, 6, 7, requires_grad=True)
+    check(lambda t: F.avg_pool3d(t, **kwargs), x, grad=True)
+    r = solder.explain(lambda t: F.avg_pool3d(t, **kwargs), x.detach())
+    assert not r.fallbacks, [(str(f.op), f.reason) for f in r.fallbacks]
