@@ -45,6 +45,14 @@ def _sf_limit(helper, limit):
     return emit
 
 
+def _nextafter(args, dtypes):
+    """libdevice on the GPU; the bit-pattern helper of special_functions.py elsewhere."""
+    if not interpreting():
+        return f"{LD}.nextafter({args[0]}, {args[1]})"
+    bits = "f64" if dtypes[0] == torch.float64 else "f32"
+    return f"_sf_nextafter_{bits}({args[0]}, {args[1]})"
+
+
 def _fmt(template):
     return lambda args, dtypes: template.format(*args)
 
@@ -220,7 +228,7 @@ SCALAR_OPS = {
     "bessel_y1": _sf("_sf_y1", "y1"),
     "hypot": _ld("hypot", lambda x, y: f"tl.sqrt({x} * {x} + {y} * {y})"),
     "copysign": _ld("copysign", lambda x, y: f"tl.where(({y} < 0) | ((1.0 / {y}) < 0), -tl.abs({x}), tl.abs({x}))"),
-    "nextafter": _ld("nextafter"),
+    "nextafter": _nextafter,
     # rounding
     "floor": _float_only(_fmt("tl.floor({0})")),
     "ceil": _float_only(_fmt("tl.ceil({0})")),
@@ -328,4 +336,4 @@ def available(name: str) -> bool:
     return True
 
 
-_LIBDEVICE_ONLY = frozenset({"nextafter"})
+_LIBDEVICE_ONLY = frozenset()

@@ -634,6 +634,34 @@ def _sf_bessel_y(x, NU: tl.constexpr):
 """, "_sf_bessel_j", "_sf_bessel_y_integral", "_sf_hankel")
 
 
+# nextafter: the neighbour of x towards y in the bit pattern (the GPU calls libdevice's).
+_helper("_sf_nextafter_f32", """
+@triton.jit
+def _sf_nextafter_f32(x, y):
+    b = x.to(tl.int32, bitcast=True)
+    up = (y > x) == (x > 0)              # away from zero: one more in the magnitude bits
+    n = tl.where(up, b + 1, b - 1)
+    tiny = tl.where(y > 0, 1, -2147483647)   # the smallest subnormal, signed (0x80000001)
+    n = tl.where(x == 0, tiny, n)
+    r = n.to(tl.float32, bitcast=True)
+    r = tl.where(x == y, y, r)
+    return tl.where((x != x) | (y != y), x + y, r)
+""")
+
+_helper("_sf_nextafter_f64", """
+@triton.jit
+def _sf_nextafter_f64(x, y):
+    b = x.to(tl.int64, bitcast=True)
+    up = (y > x) == (x > 0)
+    n = tl.where(up, b + 1, b - 1)
+    tiny = tl.where(y > 0, 1, -9223372036854775807)
+    n = tl.where(x == 0, tiny, n)
+    r = n.to(tl.float64, bitcast=True)
+    r = tl.where(x == y, y, r)
+    return tl.where((x != x) | (y != y), x + y, r)
+""")
+
+
 # the entry points the scalar-op table names (one argument each; orders and scaling fixed)
 for _name, _call in [("_sf_i0", "_sf_bessel_i(x, 0, False)"), ("_sf_i0e", "_sf_bessel_i(x, 0, True)"),
                      ("_sf_i1", "_sf_bessel_i(x, 1, False)"), ("_sf_i1e", "_sf_bessel_i(x, 1, True)"),

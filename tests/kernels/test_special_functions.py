@@ -104,8 +104,21 @@ def test_nextafter_of_half_precision_is_not_computed_in_float32():
     b = torch.tensor([2.0, -3.0, 1.0], dtype=torch.bfloat16, device=DEVICE)
     check(torch.nextafter, a, b)
     report = solder.explain(torch.nextafter, a, b)
-    if DEVICE == "cuda":
-        assert any("nextafter" in str(f.op) for f in report.fallbacks)
+    assert any("nextafter" in str(f.op) for f in report.fallbacks)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_nextafter_steps_one_bit_pattern_exactly(dtype):
+    tiny = 1e-45 if dtype == torch.float32 else 5e-324   # the smallest subnormal
+    v = [0.0, -0.0, 1.0, -1.0, 3.5, -2.25, float("inf"), -float("inf"), float("nan"), tiny]
+    a, b = torch.meshgrid(torch.tensor(v, dtype=dtype), torch.tensor(v, dtype=dtype),
+                          indexing="ij")
+    a, b = a.contiguous().to(DEVICE), b.contiguous().to(DEVICE)
+    got = torch.compile(torch.nextafter, backend="solder")(a, b)
+    ref = torch.nextafter(a, b)
+    assert torch.equal(got.nan_to_num(7.0), ref.nan_to_num(7.0))
+    assert torch.equal(torch.signbit(got)[~ref.isnan()], torch.signbit(ref)[~ref.isnan()])
+    _lowered(torch.nextafter, a, b)
 
 
 POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
