@@ -198,6 +198,8 @@ SCALAR_OPS = {
     "k1e": _sf("_sf_k1e"),
     "spherical_j0": _sf("_sf_spherical_j0"),
     "erfcx": _sf("_sf_erfcx"),
+    "igamma": _sf("_sf_igamma"),
+    "igammac": _sf("_sf_igammac"),
     "log_ndtr": _sf("_sf_log_ndtr"),
     "ndtri": _sf("_sf_ndtri"),
     "chebyshev_t": _sf("_sf_cheb_t"),

@@ -22,6 +22,8 @@ coefficients:
 * Chebyshev T, U, V, W (and shifted): closed forms (cos/sin of multiples of acos(x) inside
   [-1, 1], cosh/sinh of multiples of acosh|x| outside); Hermite, Laguerre, Legendre: their
   three-term recurrences, run up to the largest order in the block.
+* igamma, igammac: the series of P below x = a + 1, the continued fraction of Q above, each
+  iterated until the whole block has converged.
 * K0, K1: the power series up to 2; from 2 to 50 the integral of exp(-x cosh t) cosh(nu t)
   by the trapezoid rule (exponentially convergent for this integrand); the asymptotic series
   beyond.
@@ -662,6 +664,67 @@ def _sf_nextafter_f64(x, y):
 """)
 
 
+# Regularized incomplete gamma P(a, x) (igamma) and Q(a, x) = 1 - P (igammac): the power series
+# of P below x = a + 1, the continued fraction of Q above (modified Lentz), each iterated until
+# every lane of the block has converged. ATen's rules at the edges of the domain.
+_helper("_sf_igamma_pq", """
+@triton.jit
+def _sf_igamma_pq(a, x, UPPER: tl.constexpr):
+    valid = (a > 0) & (x > 0) & (a < float('inf')) & (x < float('inf'))
+    a_ = tl.where(valid, a, 1.0)
+    x_ = tl.where(valid, x, 1.0)
+    lead = tl.exp(a_ * tl.log(x_) - x_ - _sf_lgamma(a_))      # x^a e^-x / Gamma(a)
+    series = x_ < a_ + 1.0
+    # P = lead * sum_n x^n / (a (a + 1) ... (a + n))
+    term = 1.0 / a_
+    total = term
+    ap = a_
+    go = series
+    more = tl.max(go.to(tl.int32)) > 0
+    while more:
+        ap = ap + 1.0
+        term = tl.where(go, term * x_ / ap, term)
+        total = tl.where(go, total + term, total)
+        go = go & (term > total * 1e-17)
+        more = tl.max(go.to(tl.int32)) > 0
+    p_series = total * lead
+    # Q = lead * 1 / (x + 1 - a - 1 (1 - a) / (x + 3 - a - 2 (2 - a) / (x + 5 - a - ...)))
+    b = x_ + 1.0 - a_
+    c = tl.zeros_like(b) + 1e300
+    d = 1.0 / tl.where(b == 0, 1e-300, b)
+    h = d
+    i = tl.zeros_like(b)
+    go = ~series
+    more = tl.max(go.to(tl.int32)) > 0
+    while more:
+        i = i + 1.0
+        an = -i * (i - a_)
+        b = b + 2.0
+        d = an * d + b
+        d = 1.0 / tl.where(tl.abs(d) < 1e-300, 1e-300, d)
+        c = b + an / c
+        c = tl.where(tl.abs(c) < 1e-300, 1e-300, c)
+        step = d * c
+        h = tl.where(go, h * step, h)
+        go = go & (tl.abs(step - 1.0) > 1e-16)
+        more = tl.max(go.to(tl.int32)) > 0
+    q_cf = lead * h
+    if UPPER:
+        r = tl.where(series, 1.0 - p_series, q_cf)
+        r = tl.where(x == 0, 1.0, r)
+        r = tl.where(x == float('inf'), 0.0, r)
+        r = tl.where(a == float('inf'), tl.where(x == float('inf'), float('nan'), 1.0), r)
+        r = tl.where(a == 0, tl.where(x > 0, 0.0, float('nan')), r)
+    else:
+        r = tl.where(series, p_series, 1.0 - q_cf)
+        r = tl.where(x == 0, 0.0, r)
+        r = tl.where(x == float('inf'), 1.0, r)
+        r = tl.where(a == float('inf'), tl.where(x == float('inf'), float('nan'), 0.0), r)
+        r = tl.where(a == 0, tl.where(x > 0, 1.0, float('nan')), r)
+    return tl.where((a < 0) | (x < 0) | (a != a) | (x != x), float('nan'), r)
+""", "_sf_lgamma")
+
+
 # the entry points the scalar-op table names (one argument each; orders and scaling fixed)
 for _name, _call in [("_sf_i0", "_sf_bessel_i(x, 0, False)"), ("_sf_i0e", "_sf_bessel_i(x, 0, True)"),
                      ("_sf_i1", "_sf_bessel_i(x, 1, False)"), ("_sf_i1e", "_sf_bessel_i(x, 1, True)"),
@@ -670,6 +733,9 @@ for _name, _call in [("_sf_i0", "_sf_bessel_i(x, 0, False)"), ("_sf_i0e", "_sf_b
                      ("_sf_j0", "_sf_bessel_j(x, 0)"), ("_sf_j1", "_sf_bessel_j(x, 1)"),
                      ("_sf_y0", "_sf_bessel_y(x, 0)"), ("_sf_y1", "_sf_bessel_y(x, 1)")]:
     _helper(_name, f"@triton.jit\ndef {_name}(x):\n    return {_call}\n", _call.split("(")[0])
+for _name, _upper in [("_sf_igamma", False), ("_sf_igammac", True)]:
+    _helper(_name, f"@triton.jit\ndef {_name}(a, x):\n    return _sf_igamma_pq(a, x, {_upper})\n",
+            "_sf_igamma_pq")
 for _name, _call in [("_sf_cheb_t", "_sf_chebyshev(x, n, 0)"), ("_sf_cheb_u", "_sf_chebyshev(x, n, 1)"),
                      ("_sf_cheb_v", "_sf_chebyshev(x, n, 2)"), ("_sf_cheb_w", "_sf_chebyshev(x, n, 3)"),
                      ("_sf_shifted_cheb_t", "_sf_chebyshev(x + x - 1.0, n, 0)"),

@@ -46,6 +46,18 @@ for _op, _name in _UNARY.items():
     lowering(_op)(_unary(_name))
 
 
+@lowering(aten.igamma.default)
+def _igamma(call: Call, a, x):
+    """The regularized lower incomplete gamma function P(a, x)."""
+    return pointwise(call, "igamma", [a, x], K.INT_TO_FLOAT)
+
+
+@lowering(aten.igammac.default)
+def _igammac(call: Call, a, x):
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)."""
+    return pointwise(call, "igammac", [a, x], K.INT_TO_FLOAT)
+
+
 @lowering(aten.special_zeta)
 def _zeta(call: Call, x, q):
     """Hurwitz zeta(x, q), every overload (either side may be a Python number)."""

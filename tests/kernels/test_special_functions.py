@@ -179,3 +179,18 @@ def test_frexp_from_the_bit_pattern(dtype):
     assert torch.equal(m.nan_to_num(7.0), rm.nan_to_num(7.0))
     assert torch.equal(torch.signbit(m), torch.signbit(rm))   # -0.0 stays -0.0
     _lowered(torch.frexp, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("fn", [torch.igamma, torch.igammac])
+def test_incomplete_gamma_and_its_edges(fn, dtype):
+    g = torch.Generator().manual_seed(4)
+    edges_a = [0.0, 0.0, 1.0, float("inf"), 2.0, -1.0, 0.5, 1e-3, 300.0, 5000.0, float("nan")]
+    edges_x = [1.0, 0.0, 0.0, 2.0, float("inf"), 1.0, 1e-8, 2.0, 310.0, 4900.0, 1.0]
+    a = torch.cat([torch.rand(40, generator=g, dtype=torch.float64, device="cpu") * 20,
+                   torch.tensor(edges_a, dtype=torch.float64, device="cpu")])
+    x = torch.cat([torch.rand(40, generator=g, dtype=torch.float64, device="cpu") * 25,
+                   torch.tensor(edges_x, dtype=torch.float64, device="cpu")])
+    a, x = a.to(dtype).to(DEVICE), x.to(dtype).to(DEVICE)
+    check(fn, a, x)
+    _lowered(fn, a, x)
