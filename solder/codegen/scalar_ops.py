@@ -198,6 +198,7 @@ SCALAR_OPS = {
     "k1e": _sf("_sf_k1e"),
     "spherical_j0": _sf("_sf_spherical_j0"),
     "erfcx": _sf("_sf_erfcx"),
+    "airy_ai": _sf("_sf_airy_ai"),
     "igamma": _sf("_sf_igamma"),
     "igammac": _sf("_sf_igammac"),
     "log_ndtr": _sf("_sf_log_ndtr"),

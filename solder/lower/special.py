@@ -27,6 +27,7 @@ _UNARY = {
     aten.special_scaled_modified_bessel_k1.default: "k1e",
     aten.special_spherical_bessel_j0.default: "spherical_j0",
     aten.special_erfcx.default: "erfcx",
+    aten.special_airy_ai.default: "airy_ai",
     aten.special_log_ndtr.default: "log_ndtr",
     aten.special_ndtri.default: "ndtri",
     aten.special_bessel_j0.default: "bessel_j0",
