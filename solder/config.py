@@ -49,6 +49,10 @@ class Config:
         True, "compile a graph's kernels in the background while the rest of the program is "
         "captured and lowered (a backward graph, the next graph), waiting for them at the "
         "graph's first call; off: wait right after the graph's code generation")
+    compile_backward_early: bool = _setting(
+        False, "compile a training graph's backward right after its forward, at capture, "
+        "instead of at the first backward call: its kernels then compile in the background "
+        "with the forward's (off: a program that never calls backward compiles no backward)")
     check_indices: bool = _setting(
         False, "check index tensors against the dimension they index (a fused reduction and "
         "an asynchronous assert per indexing op); off, an out-of-range index reads 0 in a "

@@ -82,7 +82,10 @@ def make_aot_backend(ctx: CompileContext):
         # Effect tokens (with_effects around side-effectful ops such as linalg's error checks)
         # become ops inside the graphs (_make_token/_sink_tokens), not graph inputs that
         # AOTAutograd passes as None at run time.
-        with torch._functorch.config.patch(unlift_effect_tokens=True), \
-                paused_gc(ctx.config.pause_gc):
+        patches = {"unlift_effect_tokens": True}
+        if ctx.config.compile_backward_early and hasattr(
+                torch._functorch.config, "force_non_lazy_backward_lowering"):
+            patches["force_non_lazy_backward_lowering"] = True
+        with torch._functorch.config.patch(**patches), paused_gc(ctx.config.pause_gc):
             return backend(gm, example_inputs)
     return compile_fn

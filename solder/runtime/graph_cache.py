@@ -40,7 +40,7 @@ FORMAT = 1
 # keyed until someone says otherwise (a needless miss rather than a wrong hit).
 _NOT_CODE = frozenset({"debug_dir", "cache", "cache_dir", "autotune", "log_compile",
                        "debug_eager", "compile_threads", "overlap_compile", "pause_gc",
-                       "compile_processes"})
+                       "compile_processes", "compile_backward_early"})
 
 
 class Uncacheable(Exception):

@@ -1,4 +1,5 @@
 """Modules, parameters and buffers, training graphs (forward + backward), no_grad, aliasing."""
+import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -99,3 +100,27 @@ def test_mixed_precision_linear_backward():
                                                               requires_grad=True),
           torch.randn(16, 8, dtype=torch.bfloat16, requires_grad=True), grad=True, rtol=2e-2,
           atol=2e-2)
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_backward_compiles_at_capture_when_asked(early, monkeypatch):
+    import solder.capture.aot as aot
+    kinds = []
+    real = aot.compile_graph
+
+    def recording(gm, example_inputs, kind, ctx):
+        kinds.append(kind)
+        return real(gm, example_inputs, kind, ctx)
+    monkeypatch.setattr(aot, "compile_graph", recording)
+    torch._dynamo.reset()
+    w = torch.randn(8, 8, requires_grad=True)
+    x = torch.randn(4, 8)
+    f = torch.compile(lambda a, b: torch.tanh(a @ b).sum(), backend="solder",
+                      options={"compile_backward_early": early})
+    loss = f(x, w)
+    assert kinds == (["forward", "backward"] if early else ["forward"])
+    loss.backward()
+    assert kinds == ["forward", "backward"]
+    w2 = w.detach().clone().requires_grad_()
+    torch.tanh(x @ w2).sum().backward()
+    assert_same(w.grad, w2.grad)
