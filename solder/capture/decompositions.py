@@ -3,7 +3,9 @@
 Core ATen's table, plus the composite ops (softmax, norms, dropout, embedding backward, ...) whose
 parts Solder fuses better than a library kernel runs the whole, plus Solder's own for ops PyTorch
 leaves whole (``put``: an ``index_put`` into the flattened tensor; ``index_reduce``: a
-``scatter_reduce``; ``adaptive_max_pool2d_backward``: a ``scatter_add``). Ops kept whole are those that
+``scatter_reduce``; the backwards of ``adaptive_max_pool2d`` and ``max_pool3d``: a
+``scatter_add``; ``replication_pad*d_backward``: ``index_add``s; ``addbmm``: a ``bmm`` and a
+sum). Ops kept whole are those that
 lower to library calls (matmul, convolution, attention) or that Solder lowers directly.
 """
 from __future__ import annotations
@@ -85,9 +87,58 @@ def _adaptive_max_pool2d_backward(grad, input, indices):
     return out.reshape(input.shape)
 
 
+def _pool_indices_backward(spatial: int):
+    def backward(grad, input, kernel_size, stride, padding, dilation, ceil_mode, indices):
+        """A max pool's gradient: each output's gradient added at the input position its index
+        names within its plane (a ``scatter_add``)."""
+        plane = 1
+        for n in input.shape[-spatial:]:
+            plane *= n
+        g = grad.reshape(*grad.shape[:-spatial], -1)
+        i = indices.reshape(*indices.shape[:-spatial], -1)
+        out = grad.new_zeros(*input.shape[:-spatial], plane).scatter_add(-1, i, g)
+        return out.reshape(input.shape)
+    return backward
+
+
+def _addbmm(self, batch1, batch2, beta=1, alpha=1):
+    """beta * self + alpha * the sum over the batch of batch1 @ batch2 (``self`` is not read
+    when beta is 0, as ATen's: NaN in it does not propagate)."""
+    total = aten.bmm(batch1, batch2).sum(0)
+    if alpha != 1:
+        total = total * alpha
+    if beta == 0:
+        return total.expand(self.shape).clone() if total.shape != self.shape else total
+    return (self * beta if beta != 1 else self) + total
+
+
+def _replication_pad_backward(spatial: int):
+    def backward(grad_output, self, padding):
+        """Each input element gathers the gradients of the output positions whose clamped source
+        it is: per padded dimension (last first) an ``index_add`` of the output along it,
+        indexed by the clamped position (negative padding crops: the same clamp)."""
+        g = grad_output
+        for k in range(spatial):
+            dim = g.dim() - 1 - k
+            before = padding[2 * k]
+            size = self.shape[dim]
+            src = torch.arange(g.shape[dim], device=g.device) - before
+            src = src.clamp(0, size - 1)
+            shape = list(g.shape)
+            shape[dim] = size
+            g = g.new_zeros(shape).index_add(dim, src, g)
+        return g
+    return backward
+
+
 # Solder's own decompositions: ops PyTorch's tables leave whole
 OWN = {aten.put.default: _put, aten.index_reduce.default: _index_reduce,
-       aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool2d_backward}
+       aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool2d_backward,
+       aten.max_pool3d_with_indices_backward.default: _pool_indices_backward(3),
+       aten.addbmm.default: _addbmm,
+       aten.replication_pad1d_backward.default: _replication_pad_backward(1),
+       aten.replication_pad2d_backward.default: _replication_pad_backward(2),
+       aten.replication_pad3d_backward.default: _replication_pad_backward(3)}
 
 
 def solder_decompositions() -> dict:

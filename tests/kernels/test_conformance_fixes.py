@@ -137,3 +137,40 @@ def test_grid_sample_forward_is_gathers_in_generated_kernels(mode, align):
                                                   align_corners=align), x, grid,
                        rtol=1e-4, atol=1e-5)
         assert not report.fallbacks, report
+
+
+# -- decompositions of ops PyTorch leaves whole (capture/decompositions.py OWN) ---------------
+
+def _no_fallbacks_with_grad(fn, *args):
+    """The forward and backward graphs both run in generated kernels or library calls."""
+    torch._dynamo.reset()
+    report = solder.explain(lambda *a: fn(*a).sum(), *args)
+    assert not report.fallbacks, _fallback_ops(report)
+
+
+def test_max_pool3d_gradient_is_a_scatter_add():
+    x = torch.randn(2, 3, 5, 6, 7, requires_grad=True)
+    fn = lambda t: F.max_pool3d(t, 2, stride=(1, 2, 2), padding=1)   # noqa: E731
+    check(fn, x, grad=True)
+    _no_fallbacks_with_grad(fn, x)
+
+
+@pytest.mark.parametrize("beta, alpha", [(1, 1), (0.5, 2.0), (0, 1)])
+def test_addbmm_is_a_bmm_and_a_sum(beta, alpha):
+    inp = torch.randn(3, 5, requires_grad=True)
+    a, b = torch.randn(4, 3, 6, requires_grad=True), torch.randn(4, 6, 5, requires_grad=True)
+    fn = lambda i, x, y: torch.addbmm(i, x, y, beta=beta, alpha=alpha)   # noqa: E731
+    check(fn, inp, a, b, grad=True)
+    _no_fallbacks_with_grad(fn, inp, a, b)
+    if beta == 0:   # the input is not read: its NaN does not reach the result
+        check(fn, torch.full((3, 5), float("nan")), a.detach(), b.detach())
+
+
+@pytest.mark.parametrize("pad, shape", [((2, 3), (2, 3, 5)), ((2, 1, 3, 2), (2, 3, 5, 4)),
+                                        ((-1, 2, 1, -2), (2, 3, 5, 4)),
+                                        ((1, 1, 2, 0, 0, 2), (2, 2, 3, 4, 5))])
+def test_replication_pad_gradient_is_index_adds(pad, shape):
+    x = torch.randn(*shape, requires_grad=True)
+    fn = lambda t: F.pad(t, pad, mode="replicate")   # noqa: E731
+    check(fn, x, grad=True)
+    _no_fallbacks_with_grad(fn, x)
