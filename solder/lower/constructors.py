@@ -36,7 +36,8 @@ def _full(call: Call, *args, **kwargs):
 @lowering(aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default,
           aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default,
           aten.empty_strided.default, aten.new_empty_strided.default,
-          aten.empty_permuted.default)
+          aten.empty_permuted.default,
+          aten._efficientzerotensor.default)   # autograd's zero gradient (sgn, ...)
 def _zeros(call: Call, *args, **kwargs):
     # empty's contents are unspecified; zeros are a valid choice and cost nothing extra
     return _const(call, 0)

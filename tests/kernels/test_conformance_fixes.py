@@ -174,3 +174,10 @@ def test_replication_pad_gradient_is_index_adds(pad, shape):
     fn = lambda t: F.pad(t, pad, mode="replicate")   # noqa: E731
     check(fn, x, grad=True)
     _no_fallbacks_with_grad(fn, x)
+
+
+def test_sgn_gradient_zero_tensor_is_lowered():
+    # autograd builds sgn's gradient from aten._efficientzerotensor: a constant, not a fallback
+    x = torch.randn(6, requires_grad=True)
+    check(torch.sgn, x, grad=True)
+    _no_fallbacks_with_grad(torch.sgn, x)
