@@ -131,11 +131,26 @@ def _replication_pad_backward(spatial: int):
     return backward
 
 
+def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """``bilinear``'s core: the three operands broadcast against each other (each unsqueezed
+    at its ``expand`` dims), multiplied and summed over ``sumdim``: one fused reduction."""
+    for t, dims in ((0, expand1), (1, expand2), (2, expand3)):
+        for d in sorted(dims):
+            if t == 0:
+                i1 = i1.unsqueeze(d)
+            elif t == 1:
+                i2 = i2.unsqueeze(d)
+            else:
+                i3 = i3.unsqueeze(d)
+    product = i1 * i2 * i3
+    return product.sum(list(sumdim)) if len(sumdim) else product
+
+
 # Solder's own decompositions: ops PyTorch's tables leave whole
 OWN = {aten.put.default: _put, aten.index_reduce.default: _index_reduce,
        aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool2d_backward,
        aten.max_pool3d_with_indices_backward.default: _pool_indices_backward(3),
-       aten.addbmm.default: _addbmm,
+       aten.addbmm.default: _addbmm, aten._trilinear.default: _trilinear,
        aten.replication_pad1d_backward.default: _replication_pad_backward(1),
        aten.replication_pad2d_backward.default: _replication_pad_backward(2),
        aten.replication_pad3d_backward.default: _replication_pad_backward(3)}

@@ -181,3 +181,12 @@ def test_sgn_gradient_zero_tensor_is_lowered():
     x = torch.randn(6, requires_grad=True)
     check(torch.sgn, x, grad=True)
     _no_fallbacks_with_grad(torch.sgn, x)
+
+
+def test_bilinear_is_one_fused_reduction():
+    x1, x2 = torch.randn(5, 3, requires_grad=True), torch.randn(5, 4, requires_grad=True)
+    w, b = torch.randn(6, 3, 4, requires_grad=True), torch.randn(6, requires_grad=True)
+    check(F.bilinear, x1, x2, w, b, grad=True)
+    _no_fallbacks_with_grad(F.bilinear, x1, x2, w, b)
+    check(lambda a, c, m: F.bilinear(a, c, m), torch.randn(2, 7, 3), torch.randn(2, 7, 4),
+          torch.randn(6, 3, 4))
