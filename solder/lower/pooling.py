@@ -197,48 +197,97 @@ def _avg_pool_backward(call: Call, grad, x, kernel_size, stride, padding, ceil_m
     return Virtual(call.size, grad.dtype, call.device, fn, stride=call.stride)
 
 
-@lowering(aten._adaptive_avg_pool2d_backward.default)
-def _adaptive_avg_pool2d_backward(call: Call, grad, x):
-    """Window ``o`` of n inputs over m outputs spans [floor(o n / m), ceil((o + 1) n / m)); input
-    ``i`` gathers grad / window size from the windows that hold it: those from floor(i m / n), at
-    most ceil(m / n) + 1 of them."""
-    if not grad.dtype.is_floating_point:
-        raise Decline("adaptive_avg_pool2d_backward of an integer tensor")
+def _static_sizes(what: str, *tensors_and_dims):
     try:
-        height, width = int(x.size[-2]), int(x.size[-1])
-        out_h, out_w = int(grad.size[-2]), int(grad.size[-1])
+        return [[int(n) for n in t.size[-k:]] for t, k in tensors_and_dims]
     except TypeError:
-        raise Decline("adaptive_avg_pool2d_backward with symbolic sizes") from None
-    reach_h, reach_w = -(-out_h // height) + 1, -(-out_w // width) + 1
-    if reach_h * reach_w > 64:
-        raise Decline("adaptive_avg_pool2d_backward that upsamples this much")
-    lead = x.ndim - 2
+        raise Decline(f"{what} with symbolic sizes") from None
+
+
+def _adaptive_bounds(o, n, m):
+    """Window ``o`` of n inputs over m outputs: [floor(o n / m), ceil((o + 1) n / m))."""
+    return FloorDiv(o * n, m), FloorDiv((o + 1) * n + m - 1, m)
+
+
+@lowering(aten._adaptive_avg_pool3d.default)
+def _adaptive_avg_pool3d(call: Call, x, output_size):
+    """Each output averages its window, whose bounds are index arithmetic of its position; the
+    window is read as its largest size (ceil(n / m) + 1 per dim) with the rest masked."""
+    if not x.dtype.is_floating_point:
+        raise Decline("adaptive_avg_pool3d of an integer tensor")
+    (size,) = _static_sizes("adaptive_avg_pool3d", (x, 3))
+    out = [int(n) for n in call.size[-3:]]
+    reach = [-(-n // m) + 1 for n, m in zip(size, out)]
+    if math.prod(reach) > 64:
+        raise Decline("an adaptive_avg_pool3d window too large to unroll")
+    src = _window_source(call, x)
+    lead = x.ndim - 3
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    i64 = torch.int64
+
+    def fn(idx):
+        bounds = [_adaptive_bounds(o, n, m) for o, n, m in zip(idx[lead:], size, out)]
+        total = E.const(0.0, acc)
+        for offsets in itertools.product(*(range(r) for r in reach)):
+            pos = [lo + a for (lo, _), a in zip(bounds, offsets)]
+            inside = None
+            for p, (_, hi) in zip(pos, bounds):
+                ok = _lt(p, hi)
+                inside = ok if inside is None else E.call("logical_and", inside, ok,
+                                                          dtype=torch.bool)
+            v = E.cast(E.with_mask(src.load(list(idx[:lead]) + pos), inside), acc)
+            total = E.call("add", total, E.call("where", inside, v, E.const(0.0, acc),
+                                                dtype=acc), dtype=acc)
+        count = None
+        for lo, hi in bounds:
+            length = E.index_value(hi - lo)
+            count = length if count is None else E.call("mul", count, length, dtype=i64)
+        return E.cast(E.call("truediv", total, E.cast(count, acc), dtype=acc), x.dtype)
+
+    return Virtual(call.size, x.dtype, call.device, fn, stride=call.stride)
+
+
+@lowering(aten._adaptive_avg_pool2d_backward.default, aten._adaptive_avg_pool3d_backward.default)
+def _adaptive_avg_pool_backward(call: Call, grad, x):
+    """Input ``i`` gathers grad / window size from the windows that hold it: those from
+    floor(i m / n), at most ceil(m / n) + 1 of them per dim."""
+    nd = 3 if call.node.target is aten._adaptive_avg_pool3d_backward.default else 2
+    what = f"adaptive_avg_pool{nd}d_backward"
+    if not grad.dtype.is_floating_point:
+        raise Decline(f"{what} of an integer tensor")
+    size, out = _static_sizes(what, (x, nd), (grad, nd))
+    reach = [-(-m // n) + 1 for n, m in zip(size, out)]
+    if math.prod(reach) > 64:
+        raise Decline(f"{what} that upsamples this much")
+    lead = x.ndim - nd
     acc = torch.float64 if grad.dtype == torch.float64 else torch.float32
     i64 = torch.int64
 
-    def windows(i, n, m, reach):
-        out = []
-        for a in range(reach):
+    def windows(i, n, m, r):
+        found = []
+        for a in range(r):
             o = FloorDiv(i * m, n) + a
-            start, end = FloorDiv(o * n, m), FloorDiv((o + 1) * n + m - 1, m)
+            start, end = _adaptive_bounds(o, n, m)
             holds = E.call("logical_and", _lt(o, m), E.call(
                 "logical_and", E.call("le", E.index_value(start), E.index_value(i),
                                       dtype=torch.bool), _lt(i, end), dtype=torch.bool),
                 dtype=torch.bool)
-            out.append((o, holds, E.index_value(end - start)))
-        return out
+            found.append((o, holds, E.index_value(end - start)))
+        return found
 
     def fn(idx):
-        ih, iw = idx[lead], idx[lead + 1]
         total = E.const(0.0, acc)
-        for oh, ok_h, len_h in windows(ih, height, out_h, reach_h):
-            for ow, ok_w, len_w in windows(iw, width, out_w, reach_w):
-                ok = E.call("logical_and", ok_h, ok_w, dtype=torch.bool)
-                g = E.cast(E.with_mask(grad.load(list(idx[:lead]) + [oh, ow]), ok), acc)
-                size = E.cast(E.call("mul", len_h, len_w, dtype=i64), acc)
-                total = E.call("add", total, E.call(
-                    "where", ok, E.call("truediv", g, size, dtype=acc), E.const(0.0, acc),
-                    dtype=acc), dtype=acc)
+        per_dim = [windows(i, n, m, r) for i, n, m, r in zip(idx[lead:], size, out, reach)]
+        for choice in itertools.product(*per_dim):
+            ok, length = choice[0][1], choice[0][2]
+            for _, holds, ln in choice[1:]:
+                ok = E.call("logical_and", ok, holds, dtype=torch.bool)
+                length = E.call("mul", length, ln, dtype=i64)
+            g = E.cast(E.with_mask(grad.load(list(idx[:lead]) + [o for o, _, _ in choice]), ok),
+                       acc)
+            total = E.call("add", total, E.call(
+                "where", ok, E.call("truediv", g, E.cast(length, acc), dtype=acc),
+                E.const(0.0, acc), dtype=acc), dtype=acc)
         return E.cast(total, grad.dtype)
 
     return Virtual(call.size, grad.dtype, call.device, fn, stride=call.stride)

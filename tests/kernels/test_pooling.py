@@ -115,3 +115,13 @@ def test_avg_pool3d_and_its_gradient(kwargs):
     check(lambda t: F.avg_pool3d(t, **kwargs), x, grad=True)
     r = solder.explain(lambda t: F.avg_pool3d(t, **kwargs), x.detach())
     assert not r.fallbacks, [(str(f.op), f.reason) for f in r.fallbacks]
+
+
+@pytest.mark.parametrize("in_size, out_size", [((4, 6, 8), (2, 3, 4)), ((5, 7, 6), (3, 4, 5)),
+                                               ((3, 4, 5), (5, 6, 7)), ((6, 6, 6), 1)])
+def test_adaptive_avg_pool3d_and_its_gradient(in_size, out_size):
+    x = torch.randn(2, 3, *in_size, requires_grad=True)
+    fn = lambda t: F.adaptive_avg_pool3d(t, out_size)   # noqa: E731
+    check(fn, x, grad=True)
+    r = solder.explain(lambda t: fn(t).sum(), x)
+    assert not r.fallbacks, [(str(f.op), f.reason) for f in r.fallbacks]
