@@ -77,14 +77,18 @@ def _index_reduce(self, dim, index, source, reduce, include_self=True):
     return aten.scatter_reduce.two(self, dim, idx, source, reduce, include_self=include_self)
 
 
-def _adaptive_max_pool2d_backward(grad, input, indices):
-    """Each output's gradient added at the input position its index names within its plane
-    (a ``scatter_add``; windows of an adaptive pool may overlap)."""
-    plane = input.shape[-2] * input.shape[-1]
-    g = grad.reshape(*grad.shape[:-2], -1)
-    i = indices.reshape(*indices.shape[:-2], -1)
-    out = grad.new_zeros(*input.shape[:-2], plane).scatter_add(-1, i, g)
-    return out.reshape(input.shape)
+def _adaptive_max_pool_backward(spatial: int):
+    def backward(grad, input, indices):
+        """Each output's gradient added at the input position its index names within its
+        plane (a ``scatter_add``; windows of an adaptive pool may overlap)."""
+        plane = 1
+        for n in input.shape[-spatial:]:
+            plane *= n
+        g = grad.reshape(*grad.shape[:-spatial], -1)
+        i = indices.reshape(*indices.shape[:-spatial], -1)
+        out = grad.new_zeros(*input.shape[:-spatial], plane).scatter_add(-1, i, g)
+        return out.reshape(input.shape)
+    return backward
 
 
 def _pool_indices_backward(spatial: int):
@@ -148,7 +152,8 @@ def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
 
 # Solder's own decompositions: ops PyTorch's tables leave whole
 OWN = {aten.put.default: _put, aten.index_reduce.default: _index_reduce,
-       aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool2d_backward,
+       aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool_backward(2),
+       aten.adaptive_max_pool3d_backward.default: _adaptive_max_pool_backward(3),
        aten.max_pool3d_with_indices_backward.default: _pool_indices_backward(3),
        aten.addbmm.default: _addbmm, aten._trilinear.default: _trilinear,
        aten.replication_pad1d_backward.default: _replication_pad_backward(1),

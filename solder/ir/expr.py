@@ -38,7 +38,11 @@ class Value:
         return self._hash
 
     def __eq__(self, other):
-        return isinstance(other, Value) and self._hash == other._hash and self._key == other._key
+        if self is other:
+            return True
+        if not isinstance(other, Value) or self._hash != other._hash:
+            return False
+        return _same_dag(self, other)
 
     def __repr__(self):
         return format_value(self)
@@ -48,6 +52,36 @@ class Value:
             out = [iv for _, iv in self.args[3]]
             return out + [self.args[2]] if self.args[2] is not None else out
         return [a for a in self.args if isinstance(a, Value)]
+
+
+def _same_dag(a: "Value", b: "Value") -> bool:
+    """Structural equality of two value DAGs, each pair of nodes compared once. (Comparing the
+    keys recursively revisits shared children once per path to them: a running maximum over
+    n window positions references the previous maximum twice, 2^n comparisons.)"""
+    seen: set = set()
+    pending = [(a, b)]
+    while pending:
+        x, y = pending.pop()
+        if x is y or (id(x), id(y)) in seen:
+            continue
+        if x._hash != y._hash or x.op != y.op or x.dtype != y.dtype:
+            return False
+        seen.add((id(x), id(y)))
+        if not _same_parts(x._key[1], y._key[1], pending):
+            return False
+    return True
+
+
+def _same_parts(p, q, pending: list) -> bool:
+    """Keys' argument parts equal, with Value pairs queued instead of compared here."""
+    if isinstance(p, Value) or isinstance(q, Value):
+        if not (isinstance(p, Value) and isinstance(q, Value)):
+            return False
+        pending.append((p, q))
+        return True
+    if isinstance(p, tuple) and isinstance(q, tuple):
+        return len(p) == len(q) and all(_same_parts(u, v, pending) for u, v in zip(p, q))
+    return p == q   # leaves compare as they would inside the keys
 
 
 def _key_of(a: Any):

@@ -247,6 +247,54 @@ def _adaptive_avg_pool3d(call: Call, x, output_size):
     return Virtual(call.size, x.dtype, call.device, fn, stride=call.stride)
 
 
+@lowering(aten.adaptive_max_pool2d.default, aten.adaptive_max_pool3d.default)
+def _adaptive_max_pool(call: Call, x, output_size):
+    """Windows of any size (evenly dividing ones are decomposed into a max pool before this),
+    scanned as ATen's kernel does: row-major, a value replaces the maximum when larger or NaN,
+    the index (flat within the plane) starts at the window's first position."""
+    nd = 3 if call.node.target is aten.adaptive_max_pool3d.default else 2
+    what = f"adaptive_max_pool{nd}d"
+    if not x.dtype.is_floating_point:
+        raise Decline(f"{what} of an integer tensor")
+    (size,) = _static_sizes(what, (x, nd))
+    out = [int(n) for n in call.size[-nd:]]
+    reach = [-(-n // m) + 1 for n, m in zip(size, out)]
+    if math.prod(reach) > 64:
+        raise Decline(f"an {what} window too large to unroll")
+    src = _window_source(call, x)
+    lead = x.ndim - nd
+    i64 = torch.int64
+    strides = [math.prod(size[d + 1:]) for d in range(nd)]   # flat index within the plane
+    indices_meta = call.node.meta["val"][1]
+
+    def scan(idx):
+        bounds = [_adaptive_bounds(o, n, m) for o, n, m in zip(idx[lead:], size, out)]
+        first = sum(lo * st for (lo, _), st in zip(bounds, strides))
+        best, where = E.const(float("-inf"), x.dtype), E.index_value(first)
+        for offsets in itertools.product(*(range(r) for r in reach)):
+            pos = [lo + a for (lo, _), a in zip(bounds, offsets)]
+            inside = None
+            for p, (_, hi) in zip(pos, bounds):
+                ok = _lt(p, hi)
+                inside = ok if inside is None else E.call("logical_and", inside, ok,
+                                                          dtype=torch.bool)
+            v = E.with_mask(src.load(list(idx[:lead]) + pos), inside)
+            better = E.call("logical_or", E.call("gt", v, best, dtype=torch.bool),
+                            E.call("isnan", v, dtype=torch.bool), dtype=torch.bool)
+            take = E.call("logical_and", inside, better, dtype=torch.bool)
+            best = E.call("where", take, v, best, dtype=x.dtype)
+            flat = E.index_value(sum(p * st for p, st in zip(pos, strides)))
+            where = E.call("where", take, flat, where, dtype=i64)
+        return best, where
+
+    values = Virtual(call.size, x.dtype, call.device, lambda idx: scan(idx)[0],
+                     stride=call.stride)
+    indices = Virtual([sympy.sympify(n) for n in indices_meta.shape], i64, call.device,
+                      lambda idx: scan(idx)[1],
+                      stride=[sympy.sympify(st) for st in indices_meta.stride()])
+    return [values, indices]
+
+
 @lowering(aten._adaptive_avg_pool2d_backward.default, aten._adaptive_avg_pool3d_backward.default)
 def _adaptive_avg_pool_backward(call: Call, grad, x):
     """Input ``i`` gathers grad / window size from the windows that hold it: those from
