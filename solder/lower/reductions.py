@@ -255,3 +255,46 @@ def _cumsum(call: Call, x, dim, *, dtype=None):
 @lowering(aten.cumprod.default)
 def _cumprod(call: Call, x, dim, *, dtype=None):
     return _prefix(call, x, dim, "prod", 1)
+
+
+@lowering(aten.logcumsumexp.default)
+def _logcumsumexp(call: Call, x, dim):
+    """log of the prefix sums of exp(x): the prefix maximum m, then m + log of the prefix sum of
+    exp(x - m), both as prefix reductions (an infinite m shifts by 0: all -inf stays -inf, +inf
+    stays +inf; NaN propagates)."""
+    if not x.dtype.is_floating_point:
+        raise Decline("logcumsumexp of an integer tensor")
+    if x.ndim == 0:
+        return Virtual([], call.dtype, call.device, lambda idx: E.cast(x.load([]), call.dtype))
+    d = dim % x.ndim
+    n = x.size[d]
+    if not n.is_Integer or not 0 < int(n) <= PREFIX_MAX_LENGTH:
+        raise Decline(f"a logcumsumexp prefix over {n} elements")
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+
+    def term(idx, shift):
+        j, k = idx[d], idx[-1]
+        src = list(idx[:-1])
+        src[d] = k
+        inside = E.call("le", E.index_value(k), E.index_value(j), dtype=torch.bool)
+        v = E.cast(E.with_mask(x.load(src), inside), acc)
+        if shift is None:
+            return E.call("where", inside, v, E.const(float("-inf"), acc), dtype=acc)
+        e = E.call("exp", E.call("sub", v, shift(idx[:-1]), dtype=acc), dtype=acc)
+        return E.call("where", inside, e, E.const(0.0, acc), dtype=acc)
+
+    size = list(x.size) + [n]
+    peak = reduce(call, Virtual(size, acc, call.device, lambda idx: term(idx, None)),
+                  [x.ndim], False, "max", out_dtype=acc, value_dtype=acc)
+
+    def shift(idx):
+        m = peak.load(list(idx))
+        return E.call("where", E.call("isinf", m, dtype=torch.bool), E.const(0.0, acc), m,
+                      dtype=acc)
+    total = reduce(call, Virtual(size, acc, call.device, lambda idx: term(idx, shift)),
+                   [x.ndim], False, "sum", out_dtype=acc, value_dtype=acc)
+
+    def fn(idx):
+        r = E.call("add", E.call("log", total.load(idx), dtype=acc), shift(idx), dtype=acc)
+        return E.cast(r, call.dtype)
+    return Virtual(call.size, call.dtype, call.device, fn, stride=call.stride)

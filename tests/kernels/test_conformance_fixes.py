@@ -190,3 +190,13 @@ def test_bilinear_is_one_fused_reduction():
     _no_fallbacks_with_grad(F.bilinear, x1, x2, w, b)
     check(lambda a, c, m: F.bilinear(a, c, m), torch.randn(2, 7, 3), torch.randn(2, 7, 4),
           torch.randn(6, 3, 4))
+
+
+def test_logcumsumexp_is_two_prefix_reductions():
+    inf, nan = float("inf"), float("nan")
+    edges = torch.tensor([[-inf, 1.0, inf, 2.0], [nan, 1.0, 0.0, -1.0],
+                          [-inf, -inf, 3.0, 1e30]])
+    check(lambda t: torch.logcumsumexp(t, 1), edges)
+    x = torch.randn(3, 50, 4, requires_grad=True)
+    check(lambda t: torch.logcumsumexp(t, 1), x, grad=True)
+    _no_fallbacks_with_grad(lambda t: torch.logcumsumexp(t, 1), x)
