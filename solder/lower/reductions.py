@@ -298,3 +298,57 @@ def _logcumsumexp(call: Call, x, dim):
         r = E.call("add", E.call("log", total.load(idx), dtype=acc), shift(idx), dtype=acc)
         return E.cast(r, call.dtype)
     return Virtual(call.size, call.dtype, call.device, fn, stride=call.stride)
+
+
+@lowering(aten.cummax.default, aten.cummin.default)
+def _cummax_cummin(call: Call, x, dim):
+    """(values, indices) of the running maximum (minimum): the prefix extreme, and the last
+    position up to j that holds it, as ATen's scan keeps (ties move the index forward; once a
+    NaN is seen it is the value, with the index of the latest NaN)."""
+    is_max = call.node.target is aten.cummax.default
+    if x.ndim == 0:
+        return [Virtual([], x.dtype, call.device, lambda idx: x.load([])),
+                Virtual([], torch.int64, call.device, lambda idx: E.const(0, torch.int64))]
+    if x.dtype == torch.bool:
+        raise Decline("cummax/cummin of a bool tensor")
+    d = dim % x.ndim
+    n = x.size[d]
+    if not n.is_Integer or not 0 < int(n) <= PREFIX_MAX_LENGTH:
+        raise Decline(f"a cummax/cummin prefix over {n} elements")
+    floating = x.dtype.is_floating_point
+    worst = float("-inf" if is_max else "inf") if floating else (
+        torch.iinfo(x.dtype).min if is_max else torch.iinfo(x.dtype).max)
+    i64 = torch.int64
+
+    def at(idx):
+        j, k = idx[d], idx[-1]
+        src = list(idx[:-1])
+        src[d] = k
+        inside = E.call("le", E.index_value(k), E.index_value(j), dtype=torch.bool)
+        return inside, E.with_mask(x.load(src), inside), k
+
+    def value_term(idx):
+        inside, v, _ = at(idx)
+        return E.call("where", inside, v, E.const(worst, x.dtype), dtype=x.dtype)
+
+    size = list(x.size) + [n]
+    extreme = reduce(call, Virtual(size, x.dtype, call.device, value_term), [x.ndim], False,
+                     "max" if is_max else "min", out_dtype=x.dtype, value_dtype=x.dtype)
+
+    def index_term(idx):
+        inside, v, k = at(idx)
+        e = extreme.load(list(idx[:-1]))
+        hit = E.call("eq", v, e, dtype=torch.bool)
+        if floating:
+            hit = E.call("logical_or", hit, E.call(
+                "logical_and", E.call("isnan", v, dtype=torch.bool),
+                E.call("isnan", e, dtype=torch.bool), dtype=torch.bool), dtype=torch.bool)
+        hit = E.call("logical_and", inside, hit, dtype=torch.bool)
+        return E.call("where", hit, E.index_value(k), E.const(-1, i64), dtype=i64)
+    last = reduce(call, Virtual(size, i64, call.device, index_term), [x.ndim], False, "max",
+                  out_dtype=i64, value_dtype=i64)
+    indices_meta = call.node.meta["val"][1]
+    return [Virtual(call.size, x.dtype, call.device, lambda idx: extreme.load(idx),
+                    stride=call.stride),
+            Virtual(call.size, i64, call.device, lambda idx: last.load(idx),
+                    stride=[sympy.sympify(s) for s in indices_meta.stride()])]

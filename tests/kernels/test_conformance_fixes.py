@@ -200,3 +200,15 @@ def test_logcumsumexp_is_two_prefix_reductions():
     x = torch.randn(3, 50, 4, requires_grad=True)
     check(lambda t: torch.logcumsumexp(t, 1), x, grad=True)
     _no_fallbacks_with_grad(lambda t: torch.logcumsumexp(t, 1), x)
+
+
+@pytest.mark.parametrize("fn", [torch.cummax, torch.cummin])
+def test_cummax_cummin_keep_atens_ties_and_nans(fn):
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0, 5.0, 5.0], [nan, 1.0, nan, 2.0, 0.0, 9.0],
+                      [-inf, -inf, 2.0, 2.0, inf, 1.0]])
+    check(lambda t: tuple(fn(t, 1)), x)           # ties: the latest index; NaN: the latest NaN
+    check(lambda t: tuple(fn(t, 0)), torch.randint(-3, 3, (7, 4)))
+    y = torch.randn(3, 9, requires_grad=True)
+    check(lambda t: fn(t, 1).values, y, grad=True)
+    _no_fallbacks_with_grad(lambda t: fn(t, 1).values, y)
