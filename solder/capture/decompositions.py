@@ -77,31 +77,25 @@ def _index_reduce(self, dim, index, source, reduce, include_self=True):
     return aten.scatter_reduce.two(self, dim, idx, source, reduce, include_self=include_self)
 
 
+def _scatter_to_plane(grad, input, indices, spatial: int):
+    """Each output's gradient added at the input position its index names within its plane
+    (a ``scatter_add``: windows may overlap): the gradient of every max pool with indices."""
+    plane = 1
+    for n in input.shape[-spatial:]:
+        plane *= n
+    g = grad.reshape(*grad.shape[:-spatial], -1)
+    i = indices.reshape(*indices.shape[:-spatial], -1)
+    out = grad.new_zeros(*input.shape[:-spatial], plane).scatter_add(-1, i, g)
+    return out.reshape(input.shape)
+
+
 def _adaptive_max_pool_backward(spatial: int):
-    def backward(grad, input, indices):
-        """Each output's gradient added at the input position its index names within its
-        plane (a ``scatter_add``; windows of an adaptive pool may overlap)."""
-        plane = 1
-        for n in input.shape[-spatial:]:
-            plane *= n
-        g = grad.reshape(*grad.shape[:-spatial], -1)
-        i = indices.reshape(*indices.shape[:-spatial], -1)
-        out = grad.new_zeros(*input.shape[:-spatial], plane).scatter_add(-1, i, g)
-        return out.reshape(input.shape)
-    return backward
+    return lambda grad, input, indices: _scatter_to_plane(grad, input, indices, spatial)
 
 
 def _pool_indices_backward(spatial: int):
     def backward(grad, input, kernel_size, stride, padding, dilation, ceil_mode, indices):
-        """A max pool's gradient: each output's gradient added at the input position its index
-        names within its plane (a ``scatter_add``)."""
-        plane = 1
-        for n in input.shape[-spatial:]:
-            plane *= n
-        g = grad.reshape(*grad.shape[:-spatial], -1)
-        i = indices.reshape(*indices.shape[:-spatial], -1)
-        out = grad.new_zeros(*input.shape[:-spatial], plane).scatter_add(-1, i, g)
-        return out.reshape(input.shape)
+        return _scatter_to_plane(grad, input, indices, spatial)
     return backward
 
 

@@ -53,6 +53,19 @@ def job(tmp_path, monkeypatch):
             "data": json.dumps(SPEC)}
 
 
+def _in_fresh_process(code: str, job: dict, tmp_path):
+    """Run ``code`` in a new interpreter (no TRITON_INTERPRET) with the worker script importable
+    on its own, without Solder's package, as the workers run it; argv: the job, the script's
+    folder."""
+    script_dir = tmp_path / "script"
+    script_dir.mkdir(exist_ok=True)
+    (script_dir / "compile_workers_script.py").write_text(open(compile_workers.__file__).read())
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, "-c", code,
+                           json.dumps({**job, "target": ["cuda", 90, 32]}), str(script_dir)],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
 class _Target:
     backend, arch, warp_size = "cuda", 90, 32
 
@@ -62,14 +75,7 @@ def test_a_worker_compiles_into_the_cache_that_a_fresh_process_then_hits(job, tm
     assert compile_workers.compile_ahead([job], _Target(), 2) == 1
     cubins = list((tmp_path / "triton-cache").rglob("*.cubin"))
     assert len(cubins) == 1
-    # the worker script, importable without Solder's package, as the workers run it
-    script_dir = tmp_path / "script"
-    script_dir.mkdir()
-    (script_dir / "compile_workers_script.py").write_text(open(compile_workers.__file__).read())
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", SAME_COMPILE,
-                        json.dumps({**job, "target": ["cuda", 90, 32]}), str(script_dir)],
-                       env=env, capture_output=True, text=True, timeout=300)
+    r = _in_fresh_process(SAME_COMPILE, job, tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == [True]
 
@@ -193,13 +199,7 @@ def test_a_worker_builds_the_launcher_that_a_fresh_process_then_finds(job, tmp_p
     assert answer["ok"] is True, answer
     stubs = list((tmp_path / "triton-cache").rglob("__triton_launcher*.so"))
     assert len(stubs) == 1, answer
-    script_dir = tmp_path / "script"
-    script_dir.mkdir()
-    (script_dir / "compile_workers_script.py").write_text(open(compile_workers.__file__).read())
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", LAUNCHER_FROM_CACHE,
-                        json.dumps({**job, "target": ["cuda", 90, 32]}), str(script_dir)],
-                       env=env, capture_output=True, text=True, timeout=300)
+    r = _in_fresh_process(LAUNCHER_FROM_CACHE, job, tmp_path)
     assert r.returncode == 0, r.stderr
     line = [x for x in r.stdout.splitlines() if x.startswith("LAUNCHER")][-1]
     assert "compiled again" not in line, line
