@@ -240,7 +240,7 @@ _helper("_sf_bessel_asym", '''
 def _sf_bessel_asym(x, NU: tl.constexpr, SIGN: tl.constexpr):
     # sum a_k(nu) / x^k, a_k = prod (4nu^2 - (2j-1)^2) / (k! 8^k): SIGN -1 for I (alternating),
     # +1 for K; 24 terms, used where the smallest term is far below float64's epsilon
-    mu = 4.0 * NU * NU
+    mu = tl.zeros_like(x) + 4.0 * NU * NU
     term = tl.zeros_like(x) + 1.0
     acc = term
     for k in tl.static_range(1, 24):
@@ -248,6 +248,27 @@ def _sf_bessel_asym(x, NU: tl.constexpr, SIGN: tl.constexpr):
         acc += term
     return acc
 ''')
+
+_helper("_sf_bessel_k_large", '''
+@triton.jit
+def _sf_bessel_k_large(x, NU: tl.constexpr, SCALED: tl.constexpr):
+    # K_nu(x) for x > 2, any order nu (SCALED: times exp(x)): up to 50 the integral of
+    # exp(-x (cosh t - 1)) cosh(nu t) by the trapezoid rule with step 0.1 to t = 6
+    # (exponentially convergent for this integrand); beyond, the asymptotic series
+    xm = tl.where(x <= 50.0, x, 10.0)
+    quad = tl.zeros_like(xm) + 0.5                # the t = 0 point, weight 1/2
+    for j in tl.static_range(1, 61):
+        t = tl.zeros_like(xm) + 0.1 * j           # a float64 tensor: exp of a constant is float32
+        quad += tl.exp(-xm * (0.5 * (tl.exp(t) + tl.exp(-t)) - 1.0)) * 0.5 * (
+            tl.exp(t * NU) + tl.exp(-(t * NU)))
+    quad = quad * 0.1
+    xb = tl.where(x > 50.0, x, 100.0)
+    asym = _sf_bessel_asym(xb, NU, 1.0) * tl.sqrt(1.5707963267948966 / xb)
+    if not SCALED:
+        quad = quad * tl.exp(-xm)
+        asym = asym * tl.exp(-xb)
+    return tl.where(x <= 50.0, quad, asym)
+''', "_sf_bessel_asym")
 
 _helper("_sf_bessel_i", '''
 @triton.jit
@@ -272,8 +293,7 @@ _helper("_sf_bessel_k", '''
 @triton.jit
 def _sf_bessel_k(x, NU: tl.constexpr, SCALED: tl.constexpr):
     # K_nu(x), x > 0 (SCALED: times exp(x)). x <= 2: the series with log(x/2) I_nu(x);
-    # 2 < x <= 50: integral over t of exp(-x (cosh t - 1)) cosh(nu t), trapezoid rule with
-    # step 0.1 to t = 6; beyond: the asymptotic series. 0 gives inf, x < 0 NaN
+    # beyond, _sf_bessel_k_large. 0 gives inf, x < 0 NaN
     xs = tl.where(x <= 2.0, tl.maximum(x, 1e-300), 1.0)
     h = 0.25 * xs * xs
     lg = tl.log(0.5 * xs) + 0.5772156649015329
@@ -300,28 +320,13 @@ def _sf_bessel_k(x, NU: tl.constexpr, SCALED: tl.constexpr):
         series = 1.0 / xs + _sf_bessel_i_series(xs, 1) * tl.log(0.5 * xs) - 0.25 * xs * acc
     if SCALED:
         series = series * tl.exp(xs)
-    xm = tl.where((x > 2.0) & (x <= 50.0), x, 10.0)
-    quad = tl.zeros_like(xm) + 0.5
-    for j in tl.static_range(1, 61):
-        t = tl.zeros_like(xm) + 0.1 * j   # a float64 tensor: exp of a constant is float32
-        ch = 0.5 * (tl.exp(t) + tl.exp(-t)) - 1.0
-        w = tl.exp(-xm * ch)
-        if NU == 1:
-            w = w * 0.5 * (tl.exp(t) + tl.exp(-t))
-        quad += w
-    quad = quad * 0.1   # (the t = 0 point, weight 1/2, is the 0.5 it started from)
-    if not SCALED:
-        quad = quad * tl.exp(-xm)
-    xb = tl.where(x > 50.0, x, 100.0)
-    asym = _sf_bessel_asym(xb, NU, 1.0) * tl.sqrt(1.5707963267948966 / xb)
-    if not SCALED:
-        asym = asym * tl.exp(-xb)
-    r = tl.where(x <= 2.0, series, tl.where(x <= 50.0, quad, asym))
+    large = _sf_bessel_k_large(tl.where(x > 2.0, x, 3.0), NU, SCALED)
+    r = tl.where(x <= 2.0, series, large)
     r = tl.where(x == 0, float('inf'), r)
     r = tl.where(x < 0, float('nan'), r)
     r = tl.where(x == float('inf'), 0.0, r)
     return tl.where(x != x, x, r)
-''', "_sf_bessel_i_series", "_sf_bessel_asym")
+''', "_sf_bessel_i_series", "_sf_bessel_k_large")
 
 _helper("_sf_spherical_j0", '''
 @triton.jit
@@ -729,8 +734,7 @@ _helper("_sf_airy_ai", """
 @triton.jit
 def _sf_airy_ai(x):
     # -8 <= x <= 2: the Maclaurin series Ai(0) f(x) + Ai'(0) g(x); x > 2:
-    # sqrt(x / 3) K_{1/3}(z) / pi with z = 2/3 x^(3/2), K by the trapezoid rule on
-    # int exp(-z cosh t) cosh(t / 3) dt (the asymptotic series once z > 50); x < -8: the
+    # sqrt(x / 3) K_{1/3}(z) / pi with z = 2/3 x^(3/2) (_sf_bessel_k_large); x < -8: the
     # oscillating asymptotic series. NaN at the infinities and NaN, as ATen
     xs = tl.where((x >= -8.0) & (x <= 2.0), x, 0.0)
     x3 = xs * xs * xs
@@ -749,24 +753,8 @@ def _sf_airy_ai(x):
     # x > 2
     xp = tl.where(x > 2.0, x, 3.0)
     z = 0.6666666666666666 * xp * tl.sqrt(xp)
-    zq = tl.where(z <= 50.0, z, 10.0)
-    quad = tl.zeros_like(zq) + 0.5
-    for j in tl.static_range(1, 61):
-        t = tl.zeros_like(zq) + 0.1 * j
-        quad += tl.exp(-zq * (0.5 * (tl.exp(t) + tl.exp(-t)) - 1.0)) * 0.5 * (
-            tl.exp(t * 0.3333333333333333) + tl.exp(t * -0.3333333333333333))
-    k_quad = quad * 0.1 * tl.exp(-zq)
-    za = tl.where(z > 50.0, z, 100.0)
-    term = tl.zeros_like(za) + 1.0
-    acc = term
-    kk = tl.zeros_like(za)
-    for _ in tl.static_range(24):
-        kk += 1.0
-        term = term * (0.4444444444444444 - (2.0 * kk - 1.0) * (2.0 * kk - 1.0)) / (8.0 * kk * za)
-        acc += term
-    k_asym = acc * tl.sqrt(1.5707963267948966 / za) * tl.exp(-za)
-    right = tl.sqrt(xp * 0.3333333333333333) * 0.3183098861837907 * tl.where(
-        z <= 50.0, k_quad, k_asym)
+    right = tl.sqrt(xp * 0.3333333333333333) * 0.3183098861837907 * _sf_bessel_k_large(
+        z, 0.3333333333333333, False)
     # x < -8
     xn = tl.where(x < -8.0, -x, 9.0)
     zn = 0.6666666666666666 * xn * tl.sqrt(xn)
@@ -791,7 +779,7 @@ def _sf_airy_ai(x):
     left = (tl.sin(ph) * p - tl.cos(ph) * q) * 0.5641895835477563 / tl.sqrt(tl.sqrt(xn))
     r = tl.where(x > 2.0, right, tl.where(x < -8.0, left, series))
     return tl.where((tl.abs(x) == float('inf')) | (x != x), float('nan'), r)
-""")
+""", "_sf_bessel_k_large")
 
 
 # the entry points the scalar-op table names (one argument each; orders and scaling fixed)

@@ -209,6 +209,19 @@ def _adaptive_bounds(o, n, m):
     return FloorDiv(o * n, m), FloorDiv((o + 1) * n + m - 1, m)
 
 
+def _adaptive_window(src, idx, lead, bounds, reach):
+    """Each position of an adaptive window read at its largest size (``reach`` per dim),
+    row-major: (its coordinates, whether it is inside the window, the value, masked outside)."""
+    for offsets in itertools.product(*(range(r) for r in reach)):
+        pos = [lo + a for (lo, _), a in zip(bounds, offsets)]
+        inside = None
+        for p, (_, hi) in zip(pos, bounds):
+            ok = _lt(p, hi)
+            inside = ok if inside is None else E.call("logical_and", inside, ok,
+                                                      dtype=torch.bool)
+        yield pos, inside, E.with_mask(src.load(list(idx[:lead]) + pos), inside)
+
+
 @lowering(aten._adaptive_avg_pool3d.default)
 def _adaptive_avg_pool3d(call: Call, x, output_size):
     """Each output averages its window, whose bounds are index arithmetic of its position; the
@@ -228,14 +241,8 @@ def _adaptive_avg_pool3d(call: Call, x, output_size):
     def fn(idx):
         bounds = [_adaptive_bounds(o, n, m) for o, n, m in zip(idx[lead:], size, out)]
         total = E.const(0.0, acc)
-        for offsets in itertools.product(*(range(r) for r in reach)):
-            pos = [lo + a for (lo, _), a in zip(bounds, offsets)]
-            inside = None
-            for p, (_, hi) in zip(pos, bounds):
-                ok = _lt(p, hi)
-                inside = ok if inside is None else E.call("logical_and", inside, ok,
-                                                          dtype=torch.bool)
-            v = E.cast(E.with_mask(src.load(list(idx[:lead]) + pos), inside), acc)
+        for _, inside, v in _adaptive_window(src, idx, lead, bounds, reach):
+            v = E.cast(v, acc)
             total = E.call("add", total, E.call("where", inside, v, E.const(0.0, acc),
                                                 dtype=acc), dtype=acc)
         count = None
@@ -271,14 +278,7 @@ def _adaptive_max_pool(call: Call, x, output_size):
         bounds = [_adaptive_bounds(o, n, m) for o, n, m in zip(idx[lead:], size, out)]
         first = sum(lo * st for (lo, _), st in zip(bounds, strides))
         best, where = E.const(float("-inf"), x.dtype), E.index_value(first)
-        for offsets in itertools.product(*(range(r) for r in reach)):
-            pos = [lo + a for (lo, _), a in zip(bounds, offsets)]
-            inside = None
-            for p, (_, hi) in zip(pos, bounds):
-                ok = _lt(p, hi)
-                inside = ok if inside is None else E.call("logical_and", inside, ok,
-                                                          dtype=torch.bool)
-            v = E.with_mask(src.load(list(idx[:lead]) + pos), inside)
+        for pos, inside, v in _adaptive_window(src, idx, lead, bounds, reach):
             better = E.call("logical_or", E.call("gt", v, best, dtype=torch.bool),
                             E.call("isnan", v, dtype=torch.bool), dtype=torch.bool)
             take = E.call("logical_and", inside, better, dtype=torch.bool)
