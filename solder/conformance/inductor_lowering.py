@@ -1,7 +1,7 @@
 """How inductor ran an op, read from the code it generated: the other column of the report.
 
-The suite never imports ``torch._inductor``. Inductor prints every wrapper it generates to its
-``output_code`` artifact logger; this module listens on those loggers (by name) while the op
+The suite never imports inductor's modules. Inductor prints every wrapper it generates to its
+``output_code`` artifact loggers; this module listens on those loggers while the op
 compiles through ``torch.compile(backend="inductor")`` and reads the calls in the wrapper:
 
 * fallback: the wrapper calls an ATen op (``torch.ops.aten.X`` / ``aten.X``) or an op of
@@ -21,10 +21,16 @@ from typing import Callable
 
 import torch
 
-# Inductor logs its wrapper on a fresh compile (graph.py) and on an FX-graph-cache hit
-# (codecache.py); artifact loggers are named "<module>.__<artifact>".
-_LOGGERS = ("torch._inductor.graph.__output_code", "torch._inductor.codecache.__output_code")
+# Inductor logs its wrapper (on a fresh compile and on an FX-graph-cache hit) through the
+# loggers torch._logging made for the "output_code" artifact; they are found by that mark, so
+# this module names no inductor module.
+_ARTIFACT = "output_code"
 _PREFIX = "Output code: \n"
+
+
+def _output_code_loggers() -> list:
+    return [log for log in logging.root.manager.loggerDict.values()
+            if isinstance(log, logging.Logger) and getattr(log, "artifact_name", None) == _ARTIFACT]
 
 _ATEN_CALL = re.compile(r"(?<![\w.])(?:torch\.ops\.)?aten\.(\w+)(?:\.\w+)?\(")
 # an op of another namespace called from the wrapper (a custom op, torch_nn.*): also not a
@@ -50,8 +56,7 @@ def generated_wrappers():
     """Collects the wrapper source of every graph inductor compiles inside the block."""
     handler = _Collect()
     saved = []
-    for name in _LOGGERS:
-        log = logging.getLogger(name)
+    for log in _output_code_loggers():
         saved.append((log, log.level, log.propagate))
         log.setLevel(logging.DEBUG)
         log.propagate = False  # ours only: nothing printed
@@ -103,6 +108,8 @@ def classify_codes(codes: list[str]) -> dict:
 def classify(fn: Callable, args: tuple, kwargs: dict) -> dict:
     """Compile ``fn`` with inductor on these arguments (and its backward when an output needs
     a gradient), and classify what it generated."""
+    from torch._dynamo.backends.registry import lookup_backend
+    lookup_backend("inductor")   # loads inductor by its backend name: its loggers now exist
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend="inductor", dynamic=False)
     with generated_wrappers() as codes:

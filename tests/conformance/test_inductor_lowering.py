@@ -47,7 +47,8 @@ def test_classification_words_match_solders():
 
 
 def test_wrappers_are_collected_from_inductors_loggers_silently(capsys):
-    log = logging.getLogger(il._LOGGERS[0])
+    log = logging.getLogger("solder_test_module.__output_code")
+    log.artifact_name = "output_code"   # as torch._logging marks an artifact's loggers
     with il.generated_wrappers() as codes:
         log.debug("Output code: \n%s", WRAPPER)
         log.debug("Output code written to: %s", "/tmp/x.py")  # not a wrapper
