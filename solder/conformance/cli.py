@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--op-timeout", type=float, default=7200.0,
                    help="with --jobs: seconds one op may take before its worker is killed "
                         "(for hangs the per-sample limit cannot interrupt; default 7200)")
+    p.add_argument("--deadline", type=float, default=0.0,
+                   help="with --jobs: seconds after which no more ops are run (running ones are "
+                        "killed) and what finished is reported; the ops not run are named and "
+                        "the exit code is 1 (default 0: none)")
     p.add_argument("--explain", action=argparse.BooleanOptionalAction, default=True,
                    help="classify ops as lowered / extern / fallback: Solder's with solder.explain, "
                         "inductor's from the wrapper code it generates (default on)")
@@ -120,11 +124,16 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"({len(expected)} listed)", flush=True)
     progress = None if args.quiet else _progress_printer(len(ops))
     start = time.perf_counter()
+    not_run: list[str] = []
+    if args.deadline and not (args.jobs and args.jobs >= 1):
+        print("error: --deadline needs --jobs", file=sys.stderr)
+        return 2
     if args.jobs is not None and args.jobs >= 1:
         from .parallel import run_parallel
-        results = run_parallel([r for r in _names(ops)], config, args.jobs,
-                               hard_limit_s=args.op_timeout,
-                               progress=progress and (lambda r: progress(_applied(r, expected))))
+        results, not_run = run_parallel(
+            _names(ops), config, args.jobs, hard_limit_s=args.op_timeout,
+            progress=progress and (lambda r: progress(_applied(r, expected))),
+            deadline_s=args.deadline)
         for r in results:
             _applied(r, expected)
     else:
@@ -133,10 +142,13 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     summary = summarize(results)
     _print_summary(summary, results, seconds, args.backend)
+    if not_run:
+        print(f"\n{len(not_run)} ops not run (past the --deadline of {args.deadline:g} s): "
+              f"{', '.join(not_run)}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"backend": args.backend, "device": device, "dtypes": list(dtypes),
-                       "shard": args.shard,
+                       "shard": args.shard, "not_run": not_run,
                        "samples": samples, "grad": args.grad, "seconds": round(seconds, 1),
                        "torch": torch.__version__, "summary": summary,
                        "ops": table(results)}, f, indent=1)
@@ -147,8 +159,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         expected_mod.write(xfail_path, new, args.backend, device)
         print(f"expected failures written to {xfail_path}: {len(new)} entries "
               f"(was {len(expected)})")
-        return 0
-    bad = summary["cases"]["failed"] + summary["cases"]["unexpectedly-passed"]
+        return 1 if not_run else 0
+    bad = summary["cases"]["failed"] + summary["cases"]["unexpectedly-passed"] + len(not_run)
     return 1 if bad else 0
 
 

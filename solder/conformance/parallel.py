@@ -60,13 +60,18 @@ class _Worker:
 
 
 def run_parallel(names: list[str], config: RunConfig, jobs: int, hard_limit_s: float,
-                 progress: Optional[Callable[[OpResult], None]] = None) -> list[OpResult]:
-    """Results of run_op for every named op (expected failures not yet applied)."""
+                 progress: Optional[Callable[[OpResult], None]] = None,
+                 deadline_s: float = 0.0) -> tuple[list[OpResult], list[str]]:
+    """Results of run_op for the named ops (expected failures not yet applied), and the ops not
+    run: with ``deadline_s``, ops still pending or running that many seconds after the start are
+    dropped (their workers killed), so a run cut short by a time limit still reports what ran."""
     if not isinstance(config.backend, str):
         raise ValueError("--jobs needs a backend given by name")
     pending = deque(sorted(names))
     results: dict[str, OpResult] = {}
     selector = selectors.DefaultSelector()
+    give_up_at = time.monotonic() + deadline_s if deadline_s else None
+    not_run: list[str] = []
     with tempfile.TemporaryDirectory(prefix="solder-conformance-") as log_dir:
         spawned = 0
 
@@ -106,9 +111,18 @@ def run_parallel(names: list[str], config: RunConfig, jobs: int, hard_limit_s: f
                 else:
                     selector.unregister(worker.proc.stdout)
                     worker.stop()
+            if give_up_at is not None and time.monotonic() > give_up_at:
+                not_run.extend(pending)
+                pending.clear()
+                for key in list(selector.get_map().values()):
+                    worker = key.data
+                    selector.unregister(worker.proc.stdout)
+                    worker.stop(kill=True)
+                    not_run.append(worker.op)
+                break
             if hard_limit_s:
                 for key in list(selector.get_map().values()):
                     worker = key.data
                     if time.monotonic() - worker.started > hard_limit_s:
                         replace(worker, f"the op ran past the hard limit of {hard_limit_s:g} s")
-    return [results[name] for name in sorted(results)]
+    return [results[name] for name in sorted(results)], sorted(not_run)

@@ -196,6 +196,19 @@ def test_cli_parallel_jobs(tmp_path):
     assert all(row["outcome"] == "passed" for row in table["ops"])
 
 
+def test_a_run_past_its_deadline_reports_what_ran_and_names_the_rest(tmp_path, capsys):
+    out = tmp_path / "out.json"
+    argv = ["--backend", "aot_eager", "--device", "cpu", "--ops", "abs,neg,sum", "--samples",
+            "1", "--no-grad", "--jobs", "1", "-q", "--json", str(out), "--deadline", "0.001",
+            "--expected-failures", str(tmp_path / "none.txt")]
+    assert cli.main(argv) == 1   # incomplete: not a pass
+    table = json.loads(out.read_text())
+    assert table["not_run"] and len(table["not_run"]) + len(table["ops"]) == 3
+    assert "ops not run (past the --deadline" in capsys.readouterr().out
+    at = argv.index("--jobs")
+    assert cli.main(argv[:at] + argv[at + 2:]) == 2   # a deadline needs worker processes
+
+
 def test_shards_split_the_ops_without_overlap(tmp_path):
     ops = [f"op{i}" for i in range(7)]
     parts = [cli.shard(ops, f"{i}/3") for i in (1, 2, 3)]
