@@ -3,6 +3,7 @@
     python -m solder.bench.aot --model gpt2 --out DIR        # GPT-2 124M bf16, batch 8x512
     python -m solder.bench.aot --model resnet50 --out DIR    # fp16 channels_last, batch 64
     python -m solder.bench.aot --model gpt2 --out DIR --quick   # toy sizes: a smoke test
+    python -m solder.bench.aot --model resnet50 --profile       # JIT against package, profiled
 
 For the model it builds Solder's package (``solder.aot.compile``) and inductor's
 (``aoti_compile_and_package``), then measures, each in fresh processes:
@@ -179,7 +180,28 @@ def phase_steady(args) -> dict:
             "solder_package_error": rel_error(pkg_out, ref)}
 
 
-PHASES = {"build": phase_build, "cold": phase_cold, "steady": phase_steady}
+def phase_profile(args) -> dict:
+    """Where the JIT's and the package's steady-state time goes (GPU kernels against host),
+    printed; in one process, in both orders, so an order effect shows too."""
+    import torch
+
+    import solder.aot
+    from solder.bench.profile import breakdown
+    model, inputs = make_model(args.model, args.quick)
+    with torch.no_grad():
+        jit = torch.compile(model, backend="solder")
+        jit(*inputs)
+        run = solder.aot.load(args.package)
+        run(*inputs)
+        for label, fn in (("package", run), ("JIT", jit), ("package again", run),
+                          ("eager", model)):
+            breakdown(f"{args.model} {label}", lambda fn=fn: fn(*inputs), top=12,
+                      count_slow_launches=label != "eager")
+    return {}
+
+
+PHASES = {"build": phase_build, "cold": phase_cold, "steady": phase_steady,
+          "profile": phase_profile}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,6 +319,9 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="toy sizes (a smoke test)")
     p.add_argument("--cold-reps", type=int, default=3, help="fresh processes per package")
     p.add_argument("--timeout", type=float, default=600, help="seconds per phase")
+    p.add_argument("--profile", action="store_true",
+                   help="only build Solder's package, then print where the JIT's and the "
+                        "package's steady-state time goes (GPU kernels, host), in one process")
     p.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     p.add_argument("--package", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -305,6 +330,11 @@ def main(argv=None) -> int:
         faulthandler.enable()  # a crash in a driver or library still says where
         emit(PHASES[args.phase](args))
         return 0
+    if args.profile:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        package = Path(args.out) / f"{args.model}.solder"
+        _spawn(_solder("build", args, package), args.timeout)
+        return subprocess.run(_solder("profile", args, package), timeout=args.timeout).returncode
     run_all(args)
     return 0
 

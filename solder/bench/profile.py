@@ -31,42 +31,9 @@ def main(argv=None) -> int:
     if args.compile:
         return _compile_breakdown(args.case, work)
     fn = work.fn if args.backend == "eager" else torch.compile(work.fn, backend=args.backend)
-    for _ in range(3):
-        work.step(fn)
-    torch.cuda.synchronize()
     n = 20
-    from solder.runtime import launch
-    slow_before = launch.SLOW_LAUNCHES
-    import gc
-    collections = [0, 0, 0]
-
-    def count_gc(phase, info):
-        if phase == "start":
-            collections[info["generation"]] += 1
-    gc.callbacks.append(count_gc)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        work.step(fn)
-    host = (time.perf_counter() - t0) / n  # host time to issue one call (no sync inside)
-    gc.callbacks.remove(count_gc)
-    torch.cuda.synchronize()
-    wall = (time.perf_counter() - t0) / n
-    slow = (launch.SLOW_LAUNCHES - slow_before) / n
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
-        for _ in range(5):
-            work.step(fn)
-        torch.cuda.synchronize()
-    events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
-    gpu = sum(e.self_device_time_total for e in events) / 5 / 1e3
-    print(f"{args.case} / {args.backend}: wall {wall * 1e3:.3f} ms per call, host issue "
-          f"{host * 1e3:.3f} ms, GPU kernels {gpu:.3f} ms"
-          + (f", {slow:.1f} launches per call through Triton's Python launcher"
-             if args.backend == "solder" else "")
-          + f"; garbage collections per generation in {n} calls: {collections}")
-    events.sort(key=lambda e: -e.self_device_time_total)
-    for e in events[:args.top]:
-        print(f"  {e.self_device_time_total / 5 / 1e3:8.3f} ms  x{e.count // 5:<4} {e.key[:110]}")
+    prof = breakdown(f"{args.case} / {args.backend}", lambda: work.step(fn), args.top, n,
+                     count_slow_launches=args.backend == "solder")
     if args.host_ops:   # where the host's time goes, by ATen op and CUDA runtime call
         cpu = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CPU]
         cpu.sort(key=lambda e: -e.self_cpu_time_total)
@@ -88,6 +55,48 @@ def main(argv=None) -> int:
         print(f"host profile of {n} calls (tottime = own time):")
         print("\n".join(text.getvalue().splitlines()[4:]))
     return 0
+
+
+def breakdown(label: str, call, top: int = 15, n: int = 20, count_slow_launches: bool = True):
+    """Print one call's wall time against its host issue time and its GPU kernels' time, with
+    the kernels taking the most GPU time; returns the profiler (5 calls) for more tables."""
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    from solder.runtime import launch
+    slow_before = launch.SLOW_LAUNCHES
+    import gc
+    collections = [0, 0, 0]
+
+    def count_gc(phase, info):
+        if phase == "start":
+            collections[info["generation"]] += 1
+    gc.callbacks.append(count_gc)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call()
+    host = (time.perf_counter() - t0) / n  # host time to issue one call (no sync inside)
+    gc.callbacks.remove(count_gc)
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / n
+    slow = (launch.SLOW_LAUNCHES - slow_before) / n
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        for _ in range(5):
+            call()
+        torch.cuda.synchronize()
+    events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    gpu = sum(e.self_device_time_total for e in events) / 5 / 1e3
+    launches = sum(e.count for e in events) / 5
+    print(f"{label}: wall {wall * 1e3:.3f} ms per call, host issue {host * 1e3:.3f} ms, GPU "
+          f"kernels {gpu:.3f} ms in {launches:.0f} launches"
+          + (f", {slow:.1f} launches per call through Triton's Python launcher"
+             if count_slow_launches else "")
+          + f"; garbage collections per generation in {n} calls: {collections}")
+    events.sort(key=lambda e: -e.self_device_time_total)
+    for e in events[:top]:
+        print(f"  {e.self_device_time_total / 5 / 1e3:8.3f} ms  x{e.count // 5:<4} {e.key[:110]}")
+    return prof
 
 
 def _compile_breakdown(name, work) -> int:
