@@ -227,6 +227,28 @@ def test_shards_split_the_ops_without_overlap(tmp_path):
     assert cli.main(argv) == 2   # a bad spec is a usage error
 
 
+def test_merged_shards_count_as_the_whole_run(tmp_path):
+    from solder.conformance import merge
+    base = ["--backend", "aot_eager", "--device", "cpu", "--ops", "abs,neg,sum,exp",
+            "--samples", "1", "-q", "--expected-failures", str(tmp_path / "none.txt")]
+    for part in ("1/2", "2/2", None):
+        out = tmp_path / f"{part or 'all'}.json".replace("/", "of")
+        assert cli.main(base + (["--shard", part] if part else []) + ["--json", str(out)]) == 0
+    parts = [json.loads((tmp_path / f"{p}.json").read_text()) for p in ("1of2", "2of2")]
+    whole = json.loads((tmp_path / "all.json").read_text())
+    merged = merge.merge(parts)
+    assert [r["op"] for r in merged["ops"]] == [r["op"] for r in whole["ops"]]
+    assert merged["summary"] == whole["summary"] and merged["not_run"] == []
+    with pytest.raises(merge.MergeError, match="op abs is in part 1 and part 2"):
+        merge.merge([parts[0], parts[0]])
+    with pytest.raises(merge.MergeError, match="differ in samples"):
+        merge.merge([parts[0], {**parts[1], "samples": 2}])
+    out = tmp_path / "merged.json"
+    assert merge.main([str(tmp_path / "1of2.json"), str(tmp_path / "2of2.json"),
+                       "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["summary"] == whole["summary"]
+
+
 def test_uninitialized_outputs_are_known_without_the_opinfo_flag():
     # torch 2.11's OpInfo has no has_nondeterministic_output: the suite falls back to its list
     import types
