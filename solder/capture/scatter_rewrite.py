@@ -11,6 +11,9 @@ right and need no data-dependent shapes.
   ``index_put`` indexes by the mask, a data-dependent shape (nonzero) that AOTAutograd cannot
   trace. Written as ``where`` (values broadcast over the selected elements) or ``masked_scatter``
   (values taken in order), the same result has shape-static gradients.
+- ``polygamma_``: its schema takes ``(self, n)`` where ``polygamma`` takes ``(n, self)``, so
+  functionalization does not recognise it as polygamma's in-place form and refuses it (as a
+  custom op returning an alias). It becomes ``a.copy_(polygamma(n, a))``.
 """
 from __future__ import annotations
 
@@ -26,11 +29,16 @@ def as_strided_scatter(a, b, size, stride, storage_offset=None):
     return out
 
 
+def polygamma_(a, n):
+    return a.copy_(torch.polygamma(n, a))
+
+
 def _bool_put(a, mask, first, values, accumulate):
     """``a`` with ``a[(slice(None),) * first + (mask,)] = values`` (or ``+=``)."""
     k = mask.dim()
     trailing = a.dim() - first - k
     values = torch.as_tensor(values, dtype=a.dtype, device=a.device)
+    mask = mask.to(a.device)   # eager accepts a CPU mask for a CUDA tensor
     m = mask.reshape([1] * first + list(mask.shape) + [1] * trailing)
     count_dim = values.dim() - trailing - 1
     if count_dim < 0 or values.shape[count_dim] == 1:
@@ -88,6 +96,7 @@ def _mask_index(indices) -> bool:
 
 _AS_STRIDED_SCATTER = {torch.as_strided_scatter, torch.ops.aten.as_strided_scatter.default,
                        torch.ops.aten.as_strided_scatter}
+_POLYGAMMA_ = {torch.Tensor.polygamma_, torch.ops.aten.polygamma_.default}
 _INDEX_PUT = {torch.index_put: index_put, torch.index_put_: index_put_,
               torch.ops.aten.index_put.default: index_put,
               torch.ops.aten.index_put_.default: index_put_}
@@ -102,6 +111,9 @@ def rewrite_view_scatters(gm: fx.GraphModule) -> bool:
             repl = as_strided_scatter
         elif node.op == "call_method" and node.target == "as_strided_scatter":
             repl = as_strided_scatter
+        elif (node.op == "call_method" and node.target == "polygamma_") or (
+                node.op == "call_function" and node.target in _POLYGAMMA_):
+            repl = polygamma_
         elif node.op == "call_function" and node.target in _INDEX_PUT:
             repl = _INDEX_PUT[node.target] if _mask_index(_arg(node, 1, "indices")) else None
         elif node.op == "call_method" and node.target in ("index_put", "index_put_"):

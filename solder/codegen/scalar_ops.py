@@ -115,6 +115,24 @@ def _sign(args, dtypes):
     return f"(({x} > 0).to({x}.dtype) - ({x} < 0).to({x}.dtype))"
 
 
+def _add(args, dtypes):
+    if dtypes[0] == torch.bool:
+        return f"({args[0]} | {args[1]})"   # True + True is True; 1-bit addition would wrap
+    return f"({args[0]} + {args[1]})"
+
+
+def _signbit(args, dtypes):
+    x = args[0]
+    if dtypes[0] == torch.bool:
+        return f"({x} != {x})"   # never negative (all False)
+    if not dtypes[0].is_floating_point:
+        return f"({x} < 0)"      # libdevice's signbit takes floats only
+    return _signbit_float(args, dtypes)
+
+
+_signbit_float = _ld("signbit", lambda x: f"(({x} < 0) | ((1.0 / {x}) < 0))")
+
+
 def _minmax(kind):
     def emit(args, dtypes):
         a, b = args
@@ -136,7 +154,7 @@ def _fminmax(kind):
 
 SCALAR_OPS = {
     # arithmetic
-    "add": _fmt("({0} + {1})"),
+    "add": _add,
     "sub": _fmt("({0} - {1})"),
     "mul": _fmt("({0} * {1})"),
     "truediv": _fmt("({0} / {1})"),
@@ -258,7 +276,7 @@ SCALAR_OPS = {
     "isnan": _fmt("({0} != {0})"),
     "isinf": _fmt("(tl.abs({0}) == float('inf'))"),
     "isfinite": _fmt("(tl.abs({0}) < float('inf'))"),
-    "signbit": _ld("signbit", lambda x: f"(({x} < 0) | ((1.0 / {x}) < 0))"),
+    "signbit": _signbit,
     "where": _fmt("tl.where({0}, {1}, {2})"),
 }
 

@@ -212,3 +212,43 @@ def test_cummax_cummin_keep_atens_ties_and_nans(fn):
     y = torch.randn(3, 9, requires_grad=True)
     check(lambda t: fn(t, 1).values, y, grad=True)
     _no_fallbacks_with_grad(lambda t: fn(t, 1).values, y)
+
+
+# -- found on the GPU (1-bit integers and integer signbit) -----------------------------------
+
+def test_adding_booleans_is_an_or():
+    # Triton adds two i1 values modulo 2 on the GPU (True + True = False); eager gives True.
+    # The interpreter adds numpy bools as an or, so on the CPU the emitted text is the check.
+    from solder.codegen.scalar_ops import SCALAR_OPS
+    assert SCALAR_OPS["add"](["a", "b"], [torch.bool, torch.bool]) == "(a | b)"
+    assert SCALAR_OPS["add"](["a", "b"], [torch.int32, torch.int32]) == "(a + b)"
+    a = torch.tensor([True, True, False, False])
+    b = torch.tensor([True, False, True, False])
+    check(lambda a, b: (a + b, torch.add(a, b, alpha=True)), a, b)
+    check(lambda a: a + torch.tensor(True, device=a.device), a)
+
+
+def test_signbit_of_integers_is_a_comparison():
+    # libdevice's signbit takes floats only: the GPU kernel did not compile for int64 and bool
+    from solder.codegen.scalar_ops import SCALAR_OPS
+    assert SCALAR_OPS["signbit"](["x"], [torch.int64]) == "(x < 0)"
+    assert "libdevice" not in SCALAR_OPS["signbit"](["x"], [torch.bool])
+    check(torch.signbit, torch.tensor([-3, 0, 4, -(2 ** 40)]))
+    check(torch.signbit, torch.tensor([True, False]))
+    check(torch.signbit, torch.tensor([-0.0, 0.0, -1.5, float("nan")]))
+
+
+def test_polygamma_in_place_is_functionalized():
+    # aten::polygamma_ takes (self, n) where polygamma takes (n, self); AOTAutograd's
+    # functionalization refused it until Dynamo's graph spelled it polygamma + copy_
+    def f(x):
+        y = x * 1
+        y.polygamma_(1)
+        torch.Tensor.polygamma_(y, 0)
+        return y
+    check(f, torch.rand(6) + 0.5)
+
+    def g(x):   # an input written in place
+        x.polygamma_(2)
+        return x.sum()
+    check(g, torch.rand(6) + 0.5)

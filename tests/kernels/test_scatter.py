@@ -120,6 +120,17 @@ def test_setitem_with_a_mask():
     check(f, r(4, 6), r(6), T([True, False, True, False]), kernels=1)
 
 
+def test_a_mask_on_the_cpu_indexes_a_tensor_on_another_device():
+    # eager takes a CPU boolean index for a CUDA tensor; the rewrite must move it along
+    def f(a, m, b):
+        return torch.index_put(a * 2, (m,), b)
+    check(f, r(4, 3), torch.tensor([True, False, True, False], device="cpu"), r(3))
+    from solder.capture.scatter_rewrite import index_put
+    a = torch.zeros(4, 3, device="meta")   # another device, without a GPU
+    out = index_put(a, (torch.tensor([True, False, True, False]),), torch.ones(3, device="meta"))
+    assert out.device.type == "meta" and out.shape == (4, 3)
+
+
 def test_overlapping_as_strided_scatter_is_a_copy_and_a_store():
     # two view elements share each place but 0 and 5: eager's copy_ leaves one of them
     a, b = r(6), r(2, 3)
