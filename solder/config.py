@@ -43,7 +43,7 @@ class Config:
         0, "threads that compile a graph's kernels in parallel before its first call (GPU, "
         "static sizes; 0: one per core this process may use, 1: compile at each first launch)")
     compile_processes: int = _setting(
-        0, "worker processes that compile a graph's kernels ahead of the thread pool (GPU, "
+        -1, "worker processes that compile a graph's kernels ahead of the thread pool (GPU, "
         "static sizes; the thread pool is bound by Python's GIL): 0 off, -1 one per core")
     overlap_compile: bool = _setting(
         True, "compile a graph's kernels in the background while the rest of the program is "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import logging
 import sys
 import time
@@ -83,6 +84,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     import torch  # does not import triton; torch._dynamo (imported below) does
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    # one op's graphs have a few kernels each: compile worker processes (one per core, per
+    # process) would cost more to start than they save, times --jobs processes
+    os.environ.setdefault("SOLDER_COMPILE_PROCESSES", "0")
     if device == "cpu":
         use_triton_interpreter("conformance", argv)
 

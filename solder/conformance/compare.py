@@ -37,8 +37,17 @@ DEFAULT_TOLERANCES = {
 # "forward", "inplace" or "gradient" (None matches every kind). Every entry must say why the
 # default is too tight for a correct compiler; a wrong result is an expected failure instead.
 TOLERANCE_OVERRIDES: dict[tuple[str, str, Optional[str]], tuple[float, float, str]] = {
-    # Example of the form:
-    # ("cumsum", "float32", None): (1e-4, 1e-5, "a parallel scan adds in a different order"),
+    # The OpInfo's "output" is a random tensor, not a softmax, so grad * out - out * sum(grad *
+    # out) cancels float32 terms of up to ~10^3 and the float32 rounding of those terms shows in
+    # a small result; ATen's CUDA kernel and a fused kernel round them differently (9e-5 apart
+    # in float16 on the H200). PyTorch's own inductor OpInfo tests allow the same for float16.
+    ("_softmax_backward_data", "float16", None): (2e-3, 8e-3, "cancellation of float32 terms"),
+    ("_softmax_backward_data", "bfloat16", None): (1.6e-2, 8e-3, "cancellation of float32 terms"),
+    # Its gradient sums up to 25 products of elements up to 9 in magnitude per entry (one rank-1
+    # update per reflector): float32 reassociation moves a sum of that size by up to ~1e-4; the
+    # H200 run differed from eager's CUDA path by 5e-5 (3e-5 relative).
+    ("linalg.householder_product", "float32", "gradient"): (1e-4, 2e-4,
+                                                            "float32 reassociation of long sums"),
 }
 
 # Ops whose index output is ambiguous when the input has ties (equal values along the reduced

@@ -1,5 +1,6 @@
-"""Triton compiles in worker processes (``Config.compile_processes``; off by default until
-measured on a GPU).
+"""Triton compiles in worker processes (``Config.compile_processes``: one per core by default; a
+LLaMA training step's cold compile on the H200 went from 17.6 to 15.7 s with them, the wait for
+its kernels from 7.3 to 4.9 s).
 
 Why: a graph's compiles on a thread pool are bound by the GIL. On an H200 host a LLaMA training
 step's 69 compiles took 66.9 thread-seconds on 16 threads, for work one thread does in ~6 s
