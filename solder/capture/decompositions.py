@@ -35,8 +35,7 @@ EXTRA = [
     aten.linalg_vector_norm, aten.hardtanh, aten.repeat, aten.dist, aten.addmv,
     aten.ldexp.Tensor, aten.as_strided_copy, aten.narrow_copy, aten.permute_copy,
     aten.view_copy, aten.unbind_copy.int, aten._adaptive_avg_pool2d,
-    aten.max_pool2d_with_indices_backward,
-    aten.max_pool3d_with_indices, aten._batch_norm_with_update_functional,
+    aten._batch_norm_with_update_functional,
     aten.batch_norm_backward, aten.exponential,
     aten.grid_sampler_2d,  # gathers and arithmetic; its backward stays whole
     aten.adaptive_max_pool2d,  # global or evenly dividing windows: a max pool (else kept whole)
@@ -49,6 +48,7 @@ KEEP = [
     aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_cudnn_attention,
     aten.select_scatter,  # a region scatter (solder/lower/scatter.py), like slice_scatter
     aten.max_pool2d_with_indices,  # reads its window in place (solder/lower/pooling.py)
+    aten.max_pool3d_with_indices,
     aten._scaled_dot_product_flash_attention_for_cpu,
     aten._scaled_dot_product_flash_attention_for_cpu_backward,
 ]
@@ -148,6 +148,7 @@ def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
 OWN = {aten.put.default: _put, aten.index_reduce.default: _index_reduce,
        aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool_backward(2),
        aten.adaptive_max_pool3d_backward.default: _adaptive_max_pool_backward(3),
+       aten.max_pool2d_with_indices_backward.default: _pool_indices_backward(2),
        aten.max_pool3d_with_indices_backward.default: _pool_indices_backward(3),
        aten.addbmm.default: _addbmm, aten._trilinear.default: _trilinear,
        aten.replication_pad1d_backward.default: _replication_pad_backward(1),

@@ -55,11 +55,12 @@ def _window_args(what: str, x, kernel_size, stride, padding, n=2):
     return tuple(kernel), tuple(stride), tuple(padding)
 
 
-def _window(src, idx, lead, corner, kernel, size):
+def _window(src, idx, lead, corner, kernel, size, dilation=None):
     """Each position of the window whose first corner is ``corner``, row-major: (its
     coordinates, whether it is inside the input, the value there, masked outside)."""
+    dilation = dilation or (1,) * len(kernel)
     for offsets in itertools.product(*(range(k) for k in kernel)):
-        pos = [c + o for c, o in zip(corner, offsets)]
+        pos = [c + o * d for c, o, d in zip(corner, offsets, dilation)]
         inside = None
         for p, n in zip(pos, size):
             ok = E.call("logical_and", _ge0(p), _lt(p, n), dtype=torch.bool)
@@ -67,32 +68,41 @@ def _window(src, idx, lead, corner, kernel, size):
         yield pos, inside, E.with_mask(src.load(list(idx[:lead]) + pos), inside)
 
 
-@lowering(aten.max_pool2d_with_indices.default)
-def _max_pool2d_with_indices(call: Call, x, kernel_size, stride=(), padding=0, dilation=1,
-                             ceil_mode=False):
-    kernel, (sh, sw), (ph, pw) = _window_args("max_pool2d", x, kernel_size, stride, padding)
-    if _pair(dilation, (1, 1)) != [1, 1]:
-        raise Decline("max_pool2d with dilation")
+@lowering(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default)
+def _max_pool_with_indices(call: Call, x, kernel_size, stride=(), padding=0, dilation=1,
+                           ceil_mode=False):
+    n = 3 if call.node.target is aten.max_pool3d_with_indices.default else 2
+    what = f"max_pool{n}d"
+    kernel, strides, pads = _window_args(what, x, kernel_size, stride, padding, n)
+    dilation = _pair(dilation, (1,) * n, n)
     src = _window_source(call, x)
-    height, width = x.size[-2], x.size[-1]
-    lead = x.ndim - 2   # (N, C) or (C,)
-    values_size, indices_size = call.size, [sympy.sympify(n) for n in call.node.meta["val"][1].shape]
+    size = list(x.size[-n:])
+    lead = x.ndim - n   # (N, C) or (C,)
+    values_size, indices_size = call.size, [sympy.sympify(k) for k in call.node.meta["val"][1].shape]
     i64 = torch.int64
 
+    def flat(pos):   # a position's index within its plane, row-major, as ATen's indices count
+        out = pos[0]
+        for p, extent in zip(pos[1:], size[1:]):
+            out = out * extent + p
+        return out
+
     def scan(idx):
-        oh, ow = idx[lead], idx[lead + 1]
-        h0, w0 = oh * sh - ph, ow * sw - pw
-        zero = E.const(0, i64)
-        first = E.call("add", E.call("mul", E.call("maximum", E.index_value(h0), zero, dtype=i64),
-                                     E.index_value(width), dtype=i64),
-                       E.call("maximum", E.index_value(w0), zero, dtype=i64), dtype=i64)
+        corner = [o * st - p for o, st, p in zip(idx[lead:], strides, pads)]
+        # an all -inf (or all-outside) window points at its first position inside the input,
+        # as ATen's kernels step a negative corner by the dilation
+        clamped = [_first_inside(c, d) for c, d in zip(corner, dilation)]
+        first = clamped[0]
+        for c, extent in zip(clamped[1:], size[1:]):
+            first = E.call("add", E.call("mul", first, E.index_value(extent), dtype=i64), c,
+                           dtype=i64)
         best, where = E.const(float("-inf"), x.dtype), first
-        for (ih, iw), inside, v in _window(src, idx, lead, (h0, w0), kernel, (height, width)):
+        for pos, inside, v in _window(src, idx, lead, corner, kernel, size, dilation):
             better = E.call("logical_or", E.call("gt", v, best, dtype=torch.bool),
                             E.call("isnan", v, dtype=torch.bool), dtype=torch.bool)
             take = E.call("logical_and", inside, better, dtype=torch.bool)
             best = E.call("where", take, v, best, dtype=x.dtype)
-            where = E.call("where", take, E.index_value(ih * width + iw), where, dtype=i64)
+            where = E.call("where", take, E.index_value(flat(pos)), where, dtype=i64)
         return best, where
 
     values = Virtual(values_size, x.dtype, call.device, lambda idx: scan(idx)[0],
@@ -100,6 +110,18 @@ def _max_pool2d_with_indices(call: Call, x, kernel_size, stride=(), padding=0, d
     indices = Virtual(indices_size, i64, call.device, lambda idx: scan(idx)[1],
                       stride=[sympy.sympify(s) for s in call.node.meta["val"][1].stride()])
     return [values, indices]
+
+
+def _first_inside(corner, dilation: int):
+    i64 = torch.int64
+    c = E.index_value(corner)
+    if dilation == 1:
+        return E.call("maximum", c, E.const(0, i64), dtype=i64)
+    steps = E.call("floordiv", E.call("sub", E.const(dilation - 1, i64), c, dtype=i64),
+                   E.const(dilation, i64), dtype=i64)   # ceil(-c / d) where c < 0
+    moved = E.call("add", c, E.call("mul", steps, E.const(dilation, i64), dtype=i64), dtype=i64)
+    return E.call("where", E.call("lt", c, E.const(0, i64), dtype=torch.bool), moved, c,
+                  dtype=i64)
 
 
 def _ge0(e):

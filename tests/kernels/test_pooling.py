@@ -40,10 +40,28 @@ def test_gradient():
     check(lambda x: F.max_pool2d(x.sin(), 3, 2, 1), x, grad=True)
 
 
-def test_dilation_falls_back_with_a_reason():
-    report = check(lambda x: F.max_pool2d(x, 3, 1, 1, dilation=2), torch.randn(1, 2, 9, 9))
-    assert [f.op for f in report.fallbacks] == ["aten.max_pool2d_with_indices"]
-    assert "dilation" in report.fallbacks[0].reason
+@pytest.mark.parametrize("args", [(3, 1, 1, 2), (2, 2, 1, 3), ((3, 2), 1, (1, 0), (2, 3))])
+def test_dilation_is_generated_code(args):
+    report = check(lambda x: F.max_pool2d_with_indices(x * 2, *args), _input(), kernels=1)
+    assert not report.fallbacks
+    # an all -inf window with a negative corner points where ATen's kernels step it, by the
+    # dilation, into the input
+    x = torch.full((1, 1, 7, 7), float("-inf"))
+    check(lambda x: F.max_pool2d_with_indices(x, 3, 1, 1, dilation=3), x)
+
+
+@pytest.mark.parametrize("kwargs", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                    dict(kernel_size=(2, 3, 2), stride=1, dilation=(1, 2, 1)),
+                                    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)])
+def test_max_pool3d_values_indices_and_gradient(kwargs):
+    torch.manual_seed(0)
+    x = torch.randn(2, 2, 5, 6, 7)
+    x[0, 1, 2, 3, 4] = float("nan")
+    report = check(lambda t: F.max_pool3d(t * 2, return_indices=True, **kwargs), x, kernels=1)
+    assert not report.fallbacks
+    report = check(lambda t: F.max_pool3d(t.sin(), **kwargs) * 3, x[1:].clone().requires_grad_(),
+                   grad=True)
+    assert not report.fallbacks
 
 
 @pytest.mark.parametrize("args", [
