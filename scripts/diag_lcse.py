@@ -4,7 +4,7 @@ from torch.testing import make_tensor
 dev = "cuda"
 torch.manual_seed(0)
 worst = []
-for seed in range(20):
+for seed in range(4):
     torch.manual_seed(seed)
     for dim in (0, 1, 2):
         x = make_tensor((5, 5, 5), dtype=torch.float32, device="cpu").to(dev)
