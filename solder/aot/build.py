@@ -296,9 +296,4 @@ def _tensor_info(t: torch.Tensor, meta) -> dict:
     info = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
     if isinstance(meta, torch.Tensor):
         info.update(spec_mod.layout_of(meta))
-        if all(isinstance(x, int) for x in meta.stride()):
-            # exact, size-1 dims included: a 1x1 convolution weight is both contiguous and
-            # channels_last by its sizes, and the library picks its algorithm (and the layout
-            # of its result) by these strides
-            info["strides"] = list(meta.stride())
     return info

@@ -182,12 +182,26 @@ def phase_steady(args) -> dict:
 
 def phase_profile(args) -> dict:
     """Where the JIT's and the package's steady-state time goes (GPU kernels against host),
-    printed; in one process, in both orders, so an order effect shows too."""
+    printed; in one process, in both orders, so an order effect shows too. Then the copies each
+    makes to put a library call's result into the layout its graph was compiled for, and the
+    first convolutions of each wrapper with the layouts they were compiled for."""
+    from collections import Counter
+
     import torch
 
+    import solder
     import solder.aot
     from solder.bench.profile import breakdown
+    from solder.runtime import graph_cache, support
     model, inputs = make_model(args.model, args.quick)
+    wrappers = {}
+    decode = graph_cache.decode
+
+    def keep_source(*a, **k):
+        entry = decode(*a, **k)
+        wrappers["package"] = entry.wrapper.source
+        return entry
+    graph_cache.decode = keep_source
     with torch.no_grad():
         jit = torch.compile(model, backend="solder")
         jit(*inputs)
@@ -197,6 +211,28 @@ def phase_profile(args) -> dict:
                           ("eager", model)):
             breakdown(f"{args.model} {label}", lambda fn=fn: fn(*inputs), top=12,
                       count_slow_launches=label != "eager")
+        copies: Counter = Counter()
+        ensure = support.ensure_layout
+
+        def counting(t, size, stride):
+            out = ensure(t, size, stride)
+            if out is not t:
+                copies[(tuple(t.shape), tuple(t.stride()), tuple(stride))] += 1
+            return out
+        support.ensure_layout = counting
+        for label, fn in (("JIT", jit), ("package", run)):
+            copies.clear()
+            fn(*inputs)
+            print(f"{label}: {sum(copies.values())} library results copied into the compiled "
+                  f"layout per call; most common (shape, strides, compiled strides):")
+            for key, n in copies.most_common(5):
+                print(f"  {n} x {key}")
+        support.ensure_layout = ensure
+        wrappers["JIT"] = solder.explain(model, *inputs).graphs[0].wrapper
+    for label, src in wrappers.items():
+        lines = [ln.strip() for ln in src.splitlines()
+                 if any(w in ln for w in ("convolution", "ensure_layout", "empty_strided"))]
+        print(f"{label} wrapper, first convolutions and buffers:\n  " + "\n  ".join(lines[:12]))
     return {}
 
 

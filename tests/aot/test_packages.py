@@ -190,21 +190,3 @@ def test_channels_last_conv_net_keeps_its_weight_layout(tmp_path):
         y = torch.randn(2, 3, 8, 8, device=device)   # contiguous: copied to channels_last
         torch.testing.assert_close(run(y), net(y), rtol=1e-4, atol=1e-4)
 
-
-def test_a_1x1_convolution_weight_gets_back_its_exact_strides(tmp_path):
-    """A [out, in, 1, 1] weight is contiguous and channels_last at once by its sizes; the
-    library chooses its algorithm and the layout of its result by the strides, so the package
-    puts back exactly the strides the graph was compiled with (else every call pays copies)."""
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 1))
-    net = net.eval().to(device).to(memory_format=torch.channels_last)
-    assert net[0].weight.stride() == (3, 1, 3, 3)   # what channels_last gives a 1x1 kernel
-    x = torch.randn(2, 3, 6, 6, device=device).to(memory_format=torch.channels_last)
-    path = aot.compile(net, (x,), tmp_path / "conv1x1.solder")
-    run = aot.load(path)
-    weights = {k: v for k, v in run._values.items() if k.endswith("weight")}
-    assert weights and all(w.stride() == dict(net.named_parameters())[k].stride()
-                           for k, w in weights.items())
-    with torch.no_grad():
-        torch.testing.assert_close(run(x), net(x), rtol=1e-4, atol=1e-4)
