@@ -3,7 +3,7 @@
 Core ATen's table, plus the composite ops (softmax, norms, dropout, embedding backward, ...) whose
 parts Solder fuses better than a library kernel runs the whole, plus Solder's own for ops PyTorch
 leaves whole (``put``: an ``index_put`` into the flattened tensor; ``index_reduce``: a
-``scatter_reduce``; the backwards of ``adaptive_max_pool2d`` and ``max_pool3d``: a
+``scatter_reduce``; the backwards of the max pools with indices (2-D, 3-D, adaptive): a
 ``scatter_add``; ``replication_pad*d_backward``: ``index_add``s; ``addbmm``: a ``bmm`` and a
 sum). Ops kept whole are those that
 lower to library calls (matmul, convolution, attention) or that Solder lowers directly.
@@ -47,8 +47,8 @@ KEEP = [
     aten.convolution_backward, aten._scaled_dot_product_flash_attention,
     aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_cudnn_attention,
     aten.select_scatter,  # a region scatter (solder/lower/scatter.py), like slice_scatter
-    aten.max_pool2d_with_indices,  # reads its window in place (solder/lower/pooling.py)
-    aten.max_pool3d_with_indices,
+    aten.max_pool2d_with_indices, aten.max_pool3d_with_indices,  # read their windows in place
+                                                                   # (solder/lower/pooling.py)
     aten._scaled_dot_product_flash_attention_for_cpu,
     aten._scaled_dot_product_flash_attention_for_cpu_backward,
 ]

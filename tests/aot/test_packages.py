@@ -189,4 +189,3 @@ def test_channels_last_conv_net_keeps_its_weight_layout(tmp_path):
         torch.testing.assert_close(run(x), net(x), rtol=1e-4, atol=1e-4)
         y = torch.randn(2, 3, 8, 8, device=device)   # contiguous: copied to channels_last
         torch.testing.assert_close(run(y), net(y), rtol=1e-4, atol=1e-4)
-
