@@ -297,6 +297,38 @@ def tied_indices_agree(actual: dict, expected: dict, op_name: str, sample) -> bo
     return bool(torch.equal(picked, values.to(picked.dtype)))
 
 
+def tied_gradients_agree(actual: dict, expected: dict, op_name: str, sample) -> bool:
+    """For a ``TIE_AMBIGUOUS_INDICES`` op whose input gradient differs from eager's: True when,
+    within each slice along the reduced dimension, every group of equal input values received
+    the same total gradient. Eager and a compiler may pick different elements among ties (both
+    right, as the forward check accepts); each picked element takes the gradient of the output
+    it became, so only the totals over a group of ties are determined."""
+    if op_name not in TIE_AMBIGUOUS_INDICES:
+        return False
+    grads, e_grads = actual.get("gradient"), expected.get("gradient")
+    x = sample.input
+    if not (isinstance(grads, list) and isinstance(e_grads, list) and len(grads) == len(e_grads)
+            == 1 and isinstance(x, torch.Tensor) and x.dim() > 0):
+        return False
+    g, e = grads[0], e_grads[0]
+    if g.shape != x.shape or e.shape != x.shape or g.dtype != e.dtype:
+        return False
+    dim_at = TIE_AMBIGUOUS_INDICES[op_name][0]
+    args, kwargs = list(sample.args), dict(sample.kwargs)
+    dim = (args[dim_at] if len(args) > dim_at else kwargs.get("dim", -1)) % x.dim()
+    n = x.shape[dim]
+    if n > 4096:   # the pairwise comparison below is n x n per slice
+        return False
+    rows = x.detach().movedim(dim, -1).reshape(-1, n).cpu()
+    tied = (rows.unsqueeze(-1) == rows.unsqueeze(-2)).double()   # [slices, n, n]
+
+    def totals(t):   # per element: the total gradient of its group of ties, summed in float64
+        flat = t.detach().movedim(dim, -1).reshape(-1, n, 1).double().cpu()
+        return (tied @ flat).squeeze(-1).to(t.dtype)
+    return compare(totals(g), totals(e), how="values", op_name=op_name, kind="gradient",
+                   where="") is None
+
+
 # How much further from the float64 result than eager a float16/bfloat16 result may be: its
 # root-mean-square error at most this many times eager's, plus a floor of one rounding of the
 # result (the dtype's epsilon times the result's RMS): eager's fused CPU kernels round once where

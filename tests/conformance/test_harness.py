@@ -227,6 +227,25 @@ def test_shards_split_the_ops_without_overlap(tmp_path):
     assert cli.main(argv) == 2   # a bad spec is a usage error
 
 
+def test_a_gradient_routed_to_another_tied_element_agrees_and_a_wrong_one_does_not():
+    import types
+
+    from solder.conformance import compare as cmp
+    x = torch.tensor([[5.0, 5.0, 3.0], [1.0, 2.0, 2.0]], dtype=torch.bfloat16)
+    sample = types.SimpleNamespace(input=x, args=(1,), kwargs={})   # topk(x, 1), dim -1
+    eager = {"gradient": [torch.tensor([[0.5, 0, 0], [0, 0.25, 0]], dtype=torch.bfloat16)]}
+    other_tie = {"gradient": [torch.tensor([[0, 0.5, 0], [0, 0, 0.25]], dtype=torch.bfloat16)]}
+    not_a_tie = {"gradient": [torch.tensor([[0, 0, 0.5], [0, 0.25, 0]], dtype=torch.bfloat16)]}
+    assert cmp.tied_gradients_agree(other_tie, eager, "topk", sample)
+    assert not cmp.tied_gradients_agree(not_a_tie, eager, "topk", sample)
+    assert not cmp.tied_gradients_agree(other_tie, eager, "sort", sample)   # not a listed op
+    # kthvalue reduces the dimension its second argument names
+    col = types.SimpleNamespace(input=x.t().contiguous(), args=(1, 0), kwargs={})
+    t = {k: [v[0].t().contiguous()] for k, v in (("gradient", other_tie["gradient"]),)}
+    assert cmp.tied_gradients_agree(t, {"gradient": [eager["gradient"][0].t().contiguous()]},
+                                    "kthvalue", col)
+
+
 def test_merged_shards_count_as_the_whole_run(tmp_path):
     from solder.conformance import merge
     base = ["--backend", "aot_eager", "--device", "cpu", "--ops", "abs,neg,sum,exp",
