@@ -39,6 +39,7 @@ EXTRA = [
     aten.batch_norm_backward, aten.exponential,
     aten.grid_sampler_2d,  # gathers and arithmetic; its backward stays whole
     aten.adaptive_max_pool2d,  # global or evenly dividing windows: a max pool (else kept whole)
+    aten.tril_indices, aten.triu_indices,  # closed forms over an arange (float64 sqrt)
 ]
 
 # kept whole: they are library calls, or Solder lowers them itself

@@ -252,3 +252,20 @@ def test_polygamma_in_place_is_functionalized():
         x.polygamma_(2)
         return x.sum()
     check(g, torch.rand(6) + 0.5)
+
+
+def test_cat_of_legacy_empty_tensors_only():
+    # cat skips 1-D empty inputs (eager's legacy rule); with nothing left the lowering had no
+    # value to give and the compile failed
+    d = torch.get_default_device()
+    check(lambda x: torch.cat([torch.arange(0, 0, device=d), x[:0] // 1]) + 1,
+          torch.arange(4))
+    check(lambda x: torch.stack([x[:0], x[:0] * 2]), torch.arange(4))
+
+
+@pytest.mark.parametrize("args", [(0, 0), (3, 3), (4, 3, 1), (3, 5, -1), (5, 2, -3)])
+def test_tril_and_triu_indices_are_generated_code(args):
+    d = torch.get_default_device()
+    for fn in (torch.tril_indices, torch.triu_indices):
+        report = check(lambda x: fn(*args, device=d) + x, torch.zeros((), dtype=torch.int64))
+        assert not report.fallbacks
