@@ -18,7 +18,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 from ..pipeline import CompileContext, compile_graph
 from .decompositions import solder_decompositions
 from .passes import prepare_graph
-from .scatter_rewrite import rewrite_view_scatters
+from .before_autograd import rewrite_before_autograd
 
 
 @contextlib.contextmanager
@@ -78,7 +78,7 @@ def make_aot_backend(ctx: CompileContext):
 
     def compile_fn(gm, example_inputs):
         _start_compile_workers(ctx.config)
-        rewrite_view_scatters(gm)  # before autograd: gradients right, shapes static
+        rewrite_before_autograd(gm)  # gradients right, shapes static, every in-place op functional
         # Effect tokens (with_effects around side-effectful ops such as linalg's error checks)
         # become ops inside the graphs (_make_token/_sink_tokens), not graph inputs that
         # AOTAutograd passes as None at run time.

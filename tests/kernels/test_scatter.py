@@ -125,7 +125,7 @@ def test_a_mask_on_the_cpu_indexes_a_tensor_on_another_device():
     def f(a, m, b):
         return torch.index_put(a * 2, (m,), b)
     check(f, r(4, 3), torch.tensor([True, False, True, False], device="cpu"), r(3))
-    from solder.capture.scatter_rewrite import index_put
+    from solder.capture.before_autograd import index_put
     a = torch.zeros(4, 3, device="meta")   # another device, without a GPU
     out = index_put(a, (torch.tensor([True, False, True, False]),), torch.ones(3, device="meta"))
     assert out.device.type == "meta" and out.shape == (4, 3)

@@ -102,7 +102,7 @@ _INDEX_PUT = {torch.index_put: index_put, torch.index_put_: index_put_,
               torch.ops.aten.index_put_.default: index_put_}
 
 
-def rewrite_view_scatters(gm: fx.GraphModule) -> bool:
+def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
     """Rewrite the calls above in Dynamo's graph; True if anything changed."""
     changed = False
     for node in list(gm.graph.nodes):
