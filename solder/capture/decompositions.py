@@ -5,13 +5,15 @@ parts Solder fuses better than a library kernel runs the whole, plus Solder's ow
 leaves whole (``put``: an ``index_put`` into the flattened tensor; ``index_reduce``: a
 ``scatter_reduce``; the backwards of the max pools with indices (2-D, 3-D, adaptive): a
 ``scatter_add``; ``replication_pad*d_backward``: ``index_add``s; ``addbmm``: a ``bmm`` and a
-sum). Ops kept whole are those that
+sum; ``grid_sampler_3d``: gathers, in ``grid_sample.py``). Ops kept whole are those that
 lower to library calls (matmul, convolution, attention) or that Solder lowers directly.
 """
 from __future__ import annotations
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
+
+from .grid_sample import grid_sampler_3d
 
 aten = torch.ops.aten
 
@@ -152,6 +154,7 @@ OWN = {aten.put.default: _put, aten.index_reduce.default: _index_reduce,
        aten.max_pool2d_with_indices_backward.default: _pool_indices_backward(2),
        aten.max_pool3d_with_indices_backward.default: _pool_indices_backward(3),
        aten.addbmm.default: _addbmm, aten._trilinear.default: _trilinear,
+       aten.grid_sampler_3d.default: grid_sampler_3d,
        aten.replication_pad1d_backward.default: _replication_pad_backward(1),
        aten.replication_pad2d_backward.default: _replication_pad_backward(2),
        aten.replication_pad3d_backward.default: _replication_pad_backward(3)}

@@ -269,3 +269,19 @@ def test_tril_and_triu_indices_are_generated_code(args):
     for fn in (torch.tril_indices, torch.triu_indices):
         report = check(lambda x: fn(*args, device=d) + x, torch.zeros((), dtype=torch.int64))
         assert not report.fallbacks
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_3d_is_generated_code(mode, padding, align):
+    # gathers from the flattened volume, ATen's arithmetic step for step (grid_sample.py)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, 6)
+    grid = torch.rand(2, 3, 4, 2, 3) * 2.6 - 1.3    # reaches past the borders on every side
+    grid[0, 0, 0, 0] = torch.tensor([0.2, -0.5, 1.0])   # exactly on a face
+    fn = lambda x, g: F.grid_sample(x * 2, g, mode=mode, padding_mode=padding,  # noqa: E731
+                                    align_corners=align)
+    report = check(fn, x, grid)
+    # one kernel; reflection also stores its folded coordinates (too long to recompute)
+    assert not report.fallbacks and report.kernel_count <= (2 if padding == "reflection" else 1)
