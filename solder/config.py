@@ -44,7 +44,8 @@ class Config:
         "static sizes; 0: one per core this process may use, 1: compile at each first launch)")
     compile_processes: int = _setting(
         -1, "worker processes that compile a graph's kernels ahead of the thread pool (GPU, "
-        "static sizes; the thread pool is bound by Python's GIL): 0 off, -1 one per core")
+        "static sizes; the thread pool is bound by Python's GIL): 0 off, -1 one per core, shared "
+        "among torchrun's processes on the machine, at most 32")
     overlap_compile: bool = _setting(
         True, "compile a graph's kernels in the background while the rest of the program is "
         "captured and lowered (a backward graph, the next graph), waiting for them at the "

@@ -187,7 +187,8 @@ def _precompile(compiled, jobs, device, config, stats) -> None:
     if not jobs:
         return
     threads = config.compile_threads or pre.default_threads()
-    processes = pre.default_threads() if config.compile_processes < 0 else config.compile_processes
+    from .runtime.compile_workers import default_processes
+    processes = default_processes() if config.compile_processes < 0 else config.compile_processes
     if not pre.start(jobs, device, threads, stats, processes=processes):
         return
 

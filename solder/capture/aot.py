@@ -42,8 +42,8 @@ def _start_compile_workers(config) -> None:
     (runtime/compile_workers.py)."""
     if config.compile_processes and torch.cuda.is_available():
         from ..runtime import compile_workers
-        from ..runtime.precompile import default_threads
-        n = default_threads() if config.compile_processes < 0 else config.compile_processes
+        n = (compile_workers.default_processes() if config.compile_processes < 0
+             else config.compile_processes)
         compile_workers.warm(n)
 
 

@@ -162,6 +162,21 @@ def _pool(processes: int) -> list[_Worker]:
         return list(_POOL)
 
 
+MAX_DEFAULT_PROCESSES = 32
+
+
+def default_processes() -> int:
+    """``compile_processes=-1``: one worker per usable core, shared among the processes torchrun
+    started on this machine (``LOCAL_WORLD_SIZE``: eight training ranks must not start eight
+    workers per core), and at most ``MAX_DEFAULT_PROCESSES`` (each holds Triton, ~100 MB)."""
+    from .precompile import default_threads
+    try:
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or 1))
+    except ValueError:
+        local = 1
+    return max(1, min(MAX_DEFAULT_PROCESSES, default_threads() // local))
+
+
 def warm(processes: int) -> None:
     """Start the workers now (each imports Triton, about a second), so that they are ready when
     the first graph's kernels are."""

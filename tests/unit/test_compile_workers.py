@@ -204,3 +204,16 @@ def test_a_worker_builds_the_launcher_that_a_fresh_process_then_finds(job, tmp_p
     line = [x for x in r.stdout.splitlines() if x.startswith("LAUNCHER")][-1]
     assert "compiled again" not in line, line
     compile_workers._POOL.clear()
+
+
+def test_the_default_worker_count_is_shared_among_torchrun_ranks_and_capped(monkeypatch):
+    from solder.runtime import compile_workers, precompile
+    monkeypatch.setattr(precompile, "default_threads", lambda: 128)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert compile_workers.default_processes() == compile_workers.MAX_DEFAULT_PROCESSES
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")      # eight ranks on a 128-core machine
+    assert compile_workers.default_processes() == 16
+    monkeypatch.setattr(precompile, "default_threads", lambda: 4)
+    assert compile_workers.default_processes() == 1   # never none
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "not a number")
+    assert compile_workers.default_processes() == 4
