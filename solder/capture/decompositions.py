@@ -5,7 +5,8 @@ parts Solder fuses better than a library kernel runs the whole, plus Solder's ow
 leaves whole (``put``: an ``index_put`` into the flattened tensor; ``index_reduce``: a
 ``scatter_reduce``; the backwards of the max pools with indices (2-D, 3-D, adaptive): a
 ``scatter_add``; ``replication_pad*d_backward``: ``index_add``s; ``addbmm``: a ``bmm`` and a
-sum; ``grid_sampler_3d``: gathers, in ``grid_sample.py``). Ops kept whole are those that
+sum; ``grid_sampler_3d`` and both samplers' backwards: gathers and scatters, in
+``grid_sample.py``). Ops kept whole are those that
 lower to library calls (matmul, convolution, attention) or that Solder lowers directly.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
-from .grid_sample import grid_sampler_3d
+from .grid_sample import grid_sampler_3d, grid_sampler_backward
 
 aten = torch.ops.aten
 
@@ -39,7 +40,7 @@ EXTRA = [
     aten.view_copy, aten.unbind_copy.int, aten._adaptive_avg_pool2d,
     aten._batch_norm_with_update_functional,
     aten.batch_norm_backward, aten.exponential,
-    aten.grid_sampler_2d,  # gathers and arithmetic; its backward stays whole
+    aten.grid_sampler_2d,  # gathers and arithmetic (its backward: grid_sample.py)
     aten.adaptive_max_pool2d,  # global or evenly dividing windows: a max pool (else kept whole)
     aten.tril_indices, aten.triu_indices,  # closed forms over an arange (float64 sqrt)
 ]
@@ -155,6 +156,8 @@ OWN = {aten.put.default: _put, aten.index_reduce.default: _index_reduce,
        aten.max_pool3d_with_indices_backward.default: _pool_indices_backward(3),
        aten.addbmm.default: _addbmm, aten._trilinear.default: _trilinear,
        aten.grid_sampler_3d.default: grid_sampler_3d,
+       aten.grid_sampler_2d_backward.default: grid_sampler_backward,
+       aten.grid_sampler_3d_backward.default: grid_sampler_backward,
        aten.replication_pad1d_backward.default: _replication_pad_backward(1),
        aten.replication_pad2d_backward.default: _replication_pad_backward(2),
        aten.replication_pad3d_backward.default: _replication_pad_backward(3)}

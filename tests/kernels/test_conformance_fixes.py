@@ -285,3 +285,19 @@ def test_grid_sample_3d_is_generated_code(mode, padding, align):
     report = check(fn, x, grid)
     # one kernel; reflection also stores its folded coordinates (too long to recompute)
     assert not report.fallbacks and report.kernel_count <= (2 if padding == "reflection" else 1)
+
+
+@pytest.mark.parametrize("spatial", [2, 3])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding,align", [("zeros", False), ("border", True),
+                                           ("reflection", False), ("reflection", True)])
+def test_grid_sample_gradients_are_generated_code(spatial, mode, padding, align):
+    # both gradients (input: a scatter_add into the corners read; grid: the corner weights'
+    # derivative through ATen's clamp and reflection rules), grid_sample.py
+    torch.manual_seed(1)
+    x = torch.randn(2, 3, *([4, 5, 6][-spatial:]), requires_grad=True)
+    grid = (torch.rand(2, *([3, 4, 2][-spatial:]), spatial) * 2.6 - 1.3).requires_grad_()
+    fn = lambda x, g: F.grid_sample(x.sin(), g, mode=mode, padding_mode=padding,  # noqa: E731
+                                    align_corners=align) * 2
+    report = check(fn, x, grid, grad=True)
+    assert not report.fallbacks, report.fallbacks
