@@ -228,6 +228,7 @@ def phase_profile(args) -> dict:
             for key, n in copies.most_common(5):
                 print(f"  {n} x {key}")
         support.ensure_layout = ensure
+        graph_cache.decode = decode
         wrappers["JIT"] = solder.explain(model, *inputs).graphs[0].wrapper
     for label, src in wrappers.items():
         lines = [ln.strip() for ln in src.splitlines()

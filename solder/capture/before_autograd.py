@@ -1,5 +1,5 @@
-"""Rewrites of Dynamo's graph before AOTAutograd traces it, so that the traced gradients are
-right and need no data-dependent shapes.
+"""Rewrites of Dynamo's graph before AOTAutograd traces it, so that it can: the traced gradients
+right, no data-dependent shapes, every in-place op one that functionalization knows.
 
 - ``as_strided_scatter``: eager's derivative formula is inverted (for x = arange(4.), y of size 2,
   ``as_strided_scatter(x, y, (2,), (2,))`` with upstream grad [1, 2, 3, 4] gives x.grad

@@ -641,32 +641,22 @@ def _sf_bessel_y(x, NU: tl.constexpr):
 """, "_sf_bessel_j", "_sf_bessel_y_integral", "_sf_hankel")
 
 
-# nextafter: the neighbour of x towards y in the bit pattern (the GPU calls libdevice's).
-_helper("_sf_nextafter_f32", """
+# nextafter: the neighbour of x towards y in the bit pattern (the GPU calls libdevice's); one
+# body for both widths, the integer type and the smallest signed subnormal's pattern filled in.
+_NEXTAFTER = """
 @triton.jit
-def _sf_nextafter_f32(x, y):
-    b = x.to(tl.int32, bitcast=True)
+def _sf_nextafter_f{bits}(x, y):
+    b = x.to(tl.int{bits}, bitcast=True)
     up = (y > x) == (x > 0)              # away from zero: one more in the magnitude bits
     n = tl.where(up, b + 1, b - 1)
-    tiny = tl.where(y > 0, 1, -2147483647)   # the smallest subnormal, signed (0x80000001)
+    tiny = tl.where(y > 0, 1, {negative_tiny})   # the smallest subnormal, signed
     n = tl.where(x == 0, tiny, n)
-    r = n.to(tl.float32, bitcast=True)
+    r = n.to(tl.float{bits}, bitcast=True)
     r = tl.where(x == y, y, r)
     return tl.where((x != x) | (y != y), x + y, r)
-""")
-
-_helper("_sf_nextafter_f64", """
-@triton.jit
-def _sf_nextafter_f64(x, y):
-    b = x.to(tl.int64, bitcast=True)
-    up = (y > x) == (x > 0)
-    n = tl.where(up, b + 1, b - 1)
-    tiny = tl.where(y > 0, 1, -9223372036854775807)
-    n = tl.where(x == 0, tiny, n)
-    r = n.to(tl.float64, bitcast=True)
-    r = tl.where(x == y, y, r)
-    return tl.where((x != x) | (y != y), x + y, r)
-""")
+"""
+for _bits, _negative_tiny in ((32, -(2**31 - 1)), (64, -(2**63 - 1))):
+    _helper(f"_sf_nextafter_f{_bits}", _NEXTAFTER.format(bits=_bits, negative_tiny=_negative_tiny))
 
 
 # Regularized incomplete gamma P(a, x) (igamma) and Q(a, x) = 1 - P (igammac): the power series

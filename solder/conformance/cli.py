@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import logging
+import os
 import sys
 import time
 from typing import Optional
@@ -81,6 +81,9 @@ def shard(ops: list, spec: str | None) -> list:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.deadline and not (args.jobs and args.jobs >= 1):
+        print("error: --deadline needs --jobs", file=sys.stderr)
+        return 2
     import torch  # does not import triton; torch._dynamo (imported below) does
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -129,9 +132,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     progress = None if args.quiet else _progress_printer(len(ops))
     start = time.perf_counter()
     not_run: list[str] = []
-    if args.deadline and not (args.jobs and args.jobs >= 1):
-        print("error: --deadline needs --jobs", file=sys.stderr)
-        return 2
     if args.jobs is not None and args.jobs >= 1:
         from .parallel import run_parallel
         results, not_run = run_parallel(
