@@ -17,7 +17,7 @@ from typing import Any, Optional
 import torch
 
 from .. import config as config_mod
-from . import container, spec as spec_mod, tensors, versions
+from . import container, run_time_layouts, spec as spec_mod, tensors, versions
 from .loaded import exec_wrapper
 
 
@@ -57,6 +57,7 @@ def compile(model_or_fn, example_args, path, dynamic_shapes=None, weights: bool 
             raise AotError(f"torch.export could not capture the program: {type(e).__name__}: "
                            f"{e}") from e
         ep = ep.run_decompositions(_decompositions(cfg))
+        run_time_layouts.refresh(ep.graph_module)
     t_export = time.perf_counter()
     plan, stored_weights, constants = _graph_inputs(ep)
     outputs = _graph_outputs(ep)
@@ -296,4 +297,9 @@ def _tensor_info(t: torch.Tensor, meta) -> dict:
     info = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
     if isinstance(meta, torch.Tensor):
         info.update(spec_mod.layout_of(meta))
+        if all(isinstance(x, int) for x in meta.stride()):
+            # exact, size-1 dims included: a 1x1 convolution weight is both contiguous and
+            # channels_last by its sizes, and the library picks its algorithm (and the layout
+            # of its result) by these strides
+            info["strides"] = list(meta.stride())
     return info

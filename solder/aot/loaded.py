@@ -75,7 +75,8 @@ class LoadedPackage:
                         f"weight {name}: expected {want['dtype']} {tuple(want['shape'])}, got "
                         f"{str(t.dtype).removeprefix('torch.')} {tuple(t.shape)}")
                 # stored dense; the kernels may read it in another layout (channels_last)
-                values[name] = spec_mod.in_layout(t.detach().to(self.device), want, {})
+                values[name] = spec_mod.with_strides(
+                    spec_mod.in_layout(t.detach().to(self.device), want, {}), want.get("strides"))
         return values
 
     def _runner(self, members, options):

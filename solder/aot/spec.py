@@ -240,5 +240,14 @@ def in_layout(x: torch.Tensor, entry: dict, bound: dict) -> torch.Tensor:
     return y
 
 
+def with_strides(x: torch.Tensor, strides) -> torch.Tensor:
+    """``x`` with exactly these strides (size-1 dimensions too), copied if it has others."""
+    if strides is None or tuple(x.stride()) == tuple(strides):
+        return x
+    y = torch.empty_strided(tuple(x.shape), tuple(strides), dtype=x.dtype, device=x.device)
+    y.copy_(x)
+    return y
+
+
 def dumps(spec: dict) -> str:
     return json.dumps(spec, indent=1, sort_keys=True)
