@@ -4,7 +4,9 @@ torch.export traces with cuDNN, MKLDNN and NNPACK switched off, so FakeTensor gi
 convolution the layout of the fallback kernel: on CUDA that is NCHW where cuDNN returns
 channels_last. Compiled from that metadata, a channels_last ResNet-50 package planned NCHW
 activations and copied every cuDNN result into them (33 copies per call on the H200). The
-package runs with the backends on, so the graph's metadata is propagated again under them.
+package runs with the backends on, so the graph's metadata is propagated again under them,
+with FakeTensor's op cache bypassed: its key does not include the backend flags, so it would
+hand back export's NCHW results (seen on the H200).
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ def refresh(gm: torch.fx.GraphModule) -> bool:
     if mode is None:
         return False
     saved = {n: n.meta.get("val") for n in nodes}
+    cache_was = getattr(mode, "cache_enabled", False)
+    mode.cache_enabled = False
     try:
         FakeTensorProp(gm, mode=mode).propagate_dont_convert_inputs(*inputs)
     except Exception as e:  # noqa: BLE001 - keep what export gave
@@ -44,4 +48,6 @@ def refresh(gm: torch.fx.GraphModule) -> bool:
         log.warning("kept torch.export's layouts (propagating under the run-time backends "
                     "failed: %s: %s)", type(e).__name__, e)
         return False
+    finally:
+        mode.cache_enabled = cache_was
     return True
