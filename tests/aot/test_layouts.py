@@ -100,3 +100,21 @@ def test_a_1x1_convolution_weight_gets_back_its_exact_strides(tmp_path):
                            for k, w in weights.items())
     with torch.no_grad():
         torch.testing.assert_close(run(x), net(x), rtol=1e-4, atol=1e-4)
+
+
+def test_refresh_keeps_symbolic_sizes(tmp_path):
+    """A dynamic batch stays symbolic through the second propagation, and the package runs
+    other batch sizes."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    net = _net(device)
+    x = torch.randn(2, 3, 6, 6, device=device).to(memory_format=torch.channels_last)
+    batch = torch.export.Dim("batch", min=1, max=8)
+    ep = torch.export.export(net, (x,), dynamic_shapes=({0: batch},)).run_decompositions()
+    assert run_time_layouts.refresh(ep.graph_module)
+    (first, *_) = _conv_metas(ep.graph_module)
+    assert isinstance(first.shape[0], torch.SymInt)
+    path = aot.compile(net, (x,), tmp_path / "dyn.solder", dynamic_shapes=({0: batch},))
+    run = aot.load(path)
+    with torch.no_grad():
+        y = torch.randn(5, 3, 6, 6, device=device).to(memory_format=torch.channels_last)
+        torch.testing.assert_close(run(y), net(y), rtol=1e-4, atol=1e-4)
