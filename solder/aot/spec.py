@@ -241,12 +241,24 @@ def in_layout(x: torch.Tensor, entry: dict, bound: dict) -> torch.Tensor:
 
 
 def with_strides(x: torch.Tensor, strides) -> torch.Tensor:
-    """``x`` with exactly these strides (size-1 dimensions too), copied if it has others."""
-    if strides is None or tuple(x.stride()) == tuple(strides):
+    """``x`` with exactly these strides (size-1 dimensions too), copied if it has others. Strides
+    that do not cover the tensor's elements once each (an expanded weight) are not recreated:
+    copying into overlapping memory would be wrong, and ``in_layout`` already gave a dense one."""
+    if strides is None or tuple(x.stride()) == tuple(strides) or not _dense(x.shape, strides):
         return x
     y = torch.empty_strided(tuple(x.shape), tuple(strides), dtype=x.dtype, device=x.device)
     y.copy_(x)
     return y
+
+
+def _dense(shape, strides) -> bool:
+    """Whether ``strides`` lay ``shape`` out with no gaps and no overlap, in some dim order."""
+    expected = 1
+    for size, stride in sorted((d for d in zip(shape, strides) if d[0] != 1), key=lambda d: d[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def dumps(spec: dict) -> str:

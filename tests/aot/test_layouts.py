@@ -118,3 +118,12 @@ def test_refresh_keeps_symbolic_sizes(tmp_path):
     with torch.no_grad():
         y = torch.randn(5, 3, 6, 6, device=device).to(memory_format=torch.channels_last)
         torch.testing.assert_close(run(y), net(y), rtol=1e-4, atol=1e-4)
+
+
+def test_exact_strides_are_only_recreated_when_dense():
+    from solder.aot.spec import with_strides
+    x = torch.arange(6.0).reshape(1, 2, 3, 1)
+    y = with_strides(x, (6, 1, 2, 2))             # channels_last of the same sizes
+    assert y.stride() == (6, 1, 2, 2) and torch.equal(y, x)
+    assert with_strides(x, (0, 0, 1, 1)) is x      # overlapping: kept as it is
+    assert with_strides(x, (12, 6, 2, 1)) is x     # gaps: kept as it is
