@@ -127,3 +127,18 @@ def test_exact_strides_are_only_recreated_when_dense():
     assert y.stride() == (6, 1, 2, 2) and torch.equal(y, x)
     assert with_strides(x, (0, 0, 1, 1)) is x      # overlapping: kept as it is
     assert with_strides(x, (12, 6, 2, 1)) is x     # gaps: kept as it is
+
+
+def test_refresh_does_not_take_results_from_fake_tensors_op_cache(monkeypatch):
+    """Export's tracing fills FakeTensor's op cache, whose key ignores the backend flags; the
+    second propagation must compute each convolution's layout anew (seen on the H200)."""
+    x = torch.randn(2, 3, 6, 6).to(memory_format=torch.channels_last)
+    real = torch._C._conv_determine_backend_memory_format
+    monkeypatch.setattr(torch._C, "_conv_determine_backend_memory_format",
+                        lambda *a: torch.contiguous_format)   # what cuDNN-off gives on CUDA
+    ep = torch.export.export(_net("cpu"), (x,)).run_decompositions()
+    gm = ep.graph_module
+    assert all(not v.is_contiguous(memory_format=torch.channels_last) for v in _conv_metas(gm))
+    monkeypatch.setattr(torch._C, "_conv_determine_backend_memory_format", real)
+    assert run_time_layouts.refresh(gm)
+    assert all(v.is_contiguous(memory_format=torch.channels_last) for v in _conv_metas(gm))
