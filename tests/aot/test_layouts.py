@@ -132,6 +132,8 @@ def test_exact_strides_are_only_recreated_when_dense():
 def test_refresh_does_not_take_results_from_fake_tensors_op_cache(monkeypatch):
     """Export's tracing fills FakeTensor's op cache, whose key ignores the backend flags; the
     second propagation must compute each convolution's layout anew (seen on the H200)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    FakeTensorMode.cache_clear()   # the cache is shared: earlier tests traced the same shapes
     x = torch.randn(2, 3, 6, 6).to(memory_format=torch.channels_last)
     real = torch._C._conv_determine_backend_memory_format
     monkeypatch.setattr(torch._C, "_conv_determine_backend_memory_format",
