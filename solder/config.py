@@ -66,6 +66,10 @@ class Config:
         1 << 20, "a matmul whose output rows are not 16-byte aligned and that has at least this "
         "many output elements multiplies zero-padded columns instead (CUDA only; -1: never)",
         True)
+    simplify_attention_masks: bool = _setting(
+        True, "an attention mask built from sizes and constants alone that allows everything is "
+        "dropped, and one that is exactly causal becomes is_causal=True, so that the fused "
+        "attention kernels run (capture/attention_masks.py)", True)
 
     @classmethod
     def field_names(cls) -> list[str]:

@@ -13,6 +13,7 @@ from .pipeline import CompileContext, GraphReport
 class Report:
     graphs: list = field(default_factory=list)      # GraphReport, in compile order
     graph_breaks: int = 0
+    rewrites: list = field(default_factory=list)    # rewrites of Dynamo's graphs, one line each
 
     @property
     def kernel_count(self) -> int:
@@ -29,6 +30,7 @@ class Report:
     def __str__(self) -> str:
         lines = [f"Solder: {len(self.graphs)} graph(s), {self.kernel_count} generated kernel(s), "
                  f"{len(self.externs)} library call(s), {len(self.fallbacks)} ATen fallback(s)"]
+        lines += [f"  rewrite: {r}" for r in self.rewrites]
         for g in self.graphs:
             lines.append(f"\n== {g.name} ({g.kind}) ==")
             for k in g.kernels:
@@ -70,7 +72,7 @@ def explain(fn, *args, options: dict | None = None, dynamic=None, **kwargs) -> R
     if leaves and outs:
         # autograd.grad, not backward: the caller's .grad fields stay untouched
         torch.autograd.grad([o.float().sum() for o in outs], leaves, allow_unused=True)
-    report = Report(list(ctx.graphs))
+    report = Report(list(ctx.graphs), rewrites=list(ctx.rewrites))
     torch._dynamo.reset()
     return report
 

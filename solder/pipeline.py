@@ -58,6 +58,7 @@ class CompileContext:
     def __init__(self, config: Config):
         self.config = config
         self.graphs: list[GraphReport] = []
+        self.rewrites: list[str] = []   # what was rewritten in Dynamo's graphs, one line each
         self.started: Optional[float] = None   # when Dynamo handed over the current graph
 
 

@@ -18,6 +18,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 from ..pipeline import CompileContext, compile_graph
 from .decompositions import solder_decompositions
 from .passes import prepare_graph
+from .attention_masks import simplify_attention_masks
 from .before_autograd import rewrite_before_autograd
 
 
@@ -79,6 +80,8 @@ def make_aot_backend(ctx: CompileContext):
     def compile_fn(gm, example_inputs):
         _start_compile_workers(ctx.config)
         rewrite_before_autograd(gm)  # gradients right, shapes static, every in-place op functional
+        if ctx.config.simplify_attention_masks:
+            ctx.rewrites.extend(simplify_attention_masks(gm))
         # Effect tokens (with_effects around side-effectful ops such as linalg's error checks)
         # become ops inside the graphs (_make_token/_sink_tokens), not graph inputs that
         # AOTAutograd passes as None at run time.

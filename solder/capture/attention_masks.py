@@ -1,0 +1,220 @@
+"""Attention masks that say nothing: found in Dynamo's graph and dropped before AOTAutograd.
+
+Models build their ``scaled_dot_product_attention`` masks from sizes alone (``transformers``'
+masking utilities: ``arange``s compared and expanded). Eager looks at the values and passes no
+mask when it allows everything, or ``is_causal=True`` when it is the causal one; traced, the
+mask stays a tensor. A mask then keeps the fused kernels from running: ViT-B/16 (197 tokens: a
+mask row is not 16-byte aligned) fell back to the math path, float32 ``bmm``s and a softmax,
+1.8x eager's time; GPT-2's masked cuDNN attention took twice the unmasked causal kernel's time.
+
+Here a mask whose every input is a constant or the *sizes* of a graph input (``new_ones``,
+``size``) is evaluated once at compile time, with the graph's static sizes (a graph with symbolic
+sizes is left alone: its mask could differ at another size). A boolean mask that is all True, or
+a float mask that is all zero, is dropped; one equal to the causal mask of ``is_causal=True``
+(``ones(L, S).tril()``, top-left aligned) becomes ``is_causal=True``. Both are the same
+computation by SDPA's definition, so results match eager's to the attention kernel's rounding
+(eager made the same choice). Anything else is left as it was.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+
+SDPA = {torch._C._nn.scaled_dot_product_attention,
+        torch.ops.aten.scaled_dot_product_attention.default}
+
+# Ops whose result depends only on their inputs' values (no randomness, no state): a mask built
+# from these and constants is a constant.
+_PURE_FUNCTIONS = {
+    torch.arange, torch.ones, torch.zeros, torch.full, torch.eye, torch.tril, torch.triu,
+    torch.where, torch.logical_and, torch.logical_or, torch.logical_not, torch.logical_xor,
+    torch.bitwise_and, torch.bitwise_or, torch.bitwise_not, torch.bitwise_xor,
+    torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge, torch.add, torch.sub, torch.mul,
+    torch.neg, torch.diff, torch.cumsum, torch.unsqueeze, torch.reshape, torch.broadcast_to,
+    torch.clamp, torch.minimum, torch.maximum, torch.cat, torch.stack, torch.any, torch.all,
+    torch.masked_fill, torch.full_like, torch.ones_like, torch.zeros_like, torch.tensor,
+    torch.scalar_tensor,
+    operator.and_, operator.or_, operator.xor, operator.invert, operator.not_, operator.eq,
+    operator.ne, operator.lt, operator.le, operator.gt, operator.ge, operator.add, operator.sub,
+    operator.mul, operator.neg, operator.floordiv, operator.mod, operator.getitem,
+}
+_PURE_METHODS = {
+    "expand", "expand_as", "unsqueeze", "squeeze", "view", "reshape", "to", "bool", "int", "long",
+    "float", "half", "bfloat16", "double", "type_as", "contiguous", "clone", "transpose",
+    "permute", "flatten", "repeat", "tril", "triu", "masked_fill", "all", "any", "eq", "ne", "lt",
+    "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "bitwise_and", "bitwise_or",
+    "__and__", "__or__", "__invert__", "__getitem__", "cumsum", "diff", "add", "sub", "mul",
+    "neg", "size", "dim",
+}
+# Ops that read only their first argument's sizes, dtype and device, never its values: they may
+# take a graph input.
+_SIZES_ONLY_FUNCTIONS = {torch.ones_like, torch.zeros_like, torch.full_like}
+_SIZES_ONLY_METHODS = {"new_ones", "new_zeros", "new_full", "size", "dim"}
+
+# masks are small (a [B, 1, L, S] boolean at most, mostly an expanded [L, S]); a graph whose
+# would-be constant is larger is left alone rather than computed at compile time
+MAX_ELEMENTS = 1 << 26
+
+
+def simplify_attention_masks(gm: fx.GraphModule) -> list[str]:
+    """Drop or turn into ``is_causal`` the constant masks of SDPA calls in Dynamo's graph ``gm``;
+    returns one line per rewrite (for ``solder.explain``)."""
+    done = []
+    folded: dict[fx.Node, object] = {}
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in SDPA:
+            continue
+        mask = _arg(node, 3, "attn_mask")
+        if not isinstance(mask, fx.Node) or _arg(node, 5, "is_causal") is True:
+            continue
+        value = _fold(mask, folded)
+        if not isinstance(value, torch.Tensor):
+            continue
+        q, k = _meta(node.args[0]), _meta(node.args[1])
+        kind = _classify(value, q, k)
+        if kind is None:
+            continue
+        _set_arg(node, 3, "attn_mask", None)
+        if kind == "causal":
+            _set_arg(node, 5, "is_causal", True)
+        done.append(f"attention mask {mask.name} of {node.name} is "
+                    f"{'causal: is_causal=True' if kind == 'causal' else 'all-allow: dropped'}"
+                    + _where(node))
+    if done:
+        _erase_unused(gm, folded)
+        gm.recompile()
+    return done
+
+
+def _where(node) -> str:
+    """`` (file.py:line)`` of the user's call, from Dynamo's stack trace."""
+    for line in reversed(node.meta.get("stack_trace", "").splitlines()):
+        line = line.strip()
+        if line.startswith("File "):
+            parts = line.split('"')
+            if len(parts) >= 3:
+                num = parts[2].split(",")[1].replace("line", "").strip()
+                return f" ({parts[1].rsplit('/', 1)[-1]}:{num})"
+    return ""
+
+
+def _classify(mask: torch.Tensor, q, k):
+    """'none' (allows everything), 'causal' (SDPA's is_causal mask) or None."""
+    if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor) or q.dim() < 2:
+        return None
+    L, S = q.shape[-2], k.shape[-2]
+    scores = tuple(q.shape[:-1]) + (S,)
+    try:   # the mask must not widen the output (math attention would broadcast it in)
+        if tuple(torch.broadcast_shapes(mask.shape, scores)) != scores:
+            return None
+    except RuntimeError:
+        return None
+    if mask.dtype == torch.bool:
+        allow = mask
+    elif mask.is_floating_point():
+        if not bool(((mask == 0) | (mask == float("-inf"))).all()):
+            return None   # an additive bias, not a mask
+        allow = mask == 0
+    else:
+        return None
+    if bool(allow.all()):
+        return "none"
+    causal = torch.ones(L, S, dtype=torch.bool, device=mask.device).tril()
+    if allow.shape[-2:] == (L, S) and bool((allow == causal).all()):
+        return "causal"
+    return None
+
+
+def _fold(node, folded: dict):
+    """``node``'s value if it is a compile-time constant, else None."""
+    if node in folded:
+        return folded[node]
+    folded[node] = None   # while in progress (and for good, if not constant)
+    val = _meta(node)
+    if isinstance(val, torch.Tensor) and (_symbolic(val) or val.numel() > MAX_ELEMENTS):
+        return None
+    if node.op == "call_function":
+        sizes_only = node.target in _SIZES_ONLY_FUNCTIONS
+        if node.target not in _PURE_FUNCTIONS and not sizes_only:
+            return None
+    elif node.op == "call_method":
+        sizes_only = node.target in _SIZES_ONLY_METHODS
+        if node.target not in _PURE_METHODS and not sizes_only:
+            return None
+    else:
+        return None
+    ok = [True]
+
+    def value(a, first):
+        if not isinstance(a, fx.Node):
+            return a
+        v = _fold(a, folded)
+        if v is None and first and sizes_only:
+            v = _stand_in(a)   # only its sizes, dtype and device are read
+        if v is None:
+            ok[0] = False
+        return v
+    args = [fx.node.map_aggregate(a, lambda x, first=(i == 0): value(x, first))
+            for i, a in enumerate(node.args)]
+    kwargs = {k: fx.node.map_aggregate(v, lambda x: value(x, False))
+              for k, v in node.kwargs.items()}
+    if not ok[0]:
+        return None
+    try:
+        with _real_tensors(), torch.no_grad():
+            if node.op == "call_method":
+                out = getattr(args[0], node.target)(*args[1:], **kwargs)
+            else:
+                out = node.target(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - not foldable after all; the graph keeps it
+        return None
+    folded[node] = out
+    return out
+
+
+def _stand_in(node):
+    val = _meta(node)
+    if not isinstance(val, torch.Tensor) or _symbolic(val):
+        return None
+    with _real_tensors():
+        return torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype,
+                                   device=val.device)
+
+
+def _real_tensors():
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    return unset_fake_temporarily()
+
+
+def _symbolic(t: torch.Tensor) -> bool:
+    return any(not isinstance(s, int) for s in t.shape)
+
+
+def _meta(x):
+    if isinstance(x, fx.Node):
+        return x.meta.get("example_value", x.meta.get("val"))
+    return x
+
+
+def _arg(node, i, name):
+    if len(node.args) > i:
+        return node.args[i]
+    return node.kwargs.get(name)
+
+
+def _set_arg(node, i, name, value):
+    if len(node.args) > i:
+        args = list(node.args)
+        args[i] = value
+        node.args = tuple(args)
+    else:
+        node.kwargs = {**node.kwargs, name: value}
+
+
+def _erase_unused(gm: fx.GraphModule, folded: dict) -> None:
+    # only nodes this pass evaluated (pure by the tables above) are candidates
+    for node in reversed(list(gm.graph.nodes)):
+        if node in folded and folded[node] is not None and not node.users:
+            gm.graph.erase_node(node)

@@ -1,0 +1,123 @@
+"""Constant attention masks (capture/attention_masks.py): an all-allow mask is dropped, a causal
+one becomes is_causal=True, and every other mask stays, with eager's results either way."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import solder
+from solder.capture.attention_masks import _classify, simplify_attention_masks
+
+B, H, L, E = 2, 2, 7, 8   # 7 tokens: a mask row that is not 16-byte aligned, as ViT's 197
+
+
+def _qkv(seed=0, s=L):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, L, E, generator=g)
+    k = torch.randn(B, H, s, E, generator=g)
+    v = torch.randn(B, H, s, E, generator=g)
+    return q, k, v
+
+
+def bidirectional(q, k, v):
+    # transformers' encoder mask, traced: q_idx >= 0 for every pair, expanded
+    i = torch.arange(q.shape[2], device=q.device)[None, None, :, None]
+    mask = (i >= 0).expand(q.shape[0], 1, q.shape[2], k.shape[2])
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def causal(q, k, v):
+    qi = torch.arange(q.shape[2])[:, None]
+    ki = torch.arange(k.shape[2])[None, :]
+    pad = q.new_ones(q.shape[0], k.shape[2], dtype=torch.bool)   # sizes only: no padding
+    mask = (ki <= qi)[None, None] & pad[:, None, None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def causal_float(q, k, v):
+    n = q.shape[2]
+    mask = torch.zeros(n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1),
+                                         float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, mask)
+
+
+def padded(q, k, v):
+    # the last key is masked out: a real mask, kept
+    allow = torch.arange(k.shape[2]) < k.shape[2] - 1
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allow[None, None, None, :])
+
+
+def from_values(q, k, v):
+    # depends on the input's values: never folded
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=q[..., :1] > -10)
+
+
+def additive_bias(q, k, v):
+    n = q.shape[2]
+    bias = torch.arange(n, dtype=torch.float32)[None, :] * 0.1
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
+CASES = {"bidirectional": (bidirectional, "all-allow"), "causal": (causal, "causal"),
+         "causal_float": (causal_float, "causal"), "padded": (padded, None),
+         "from_values": (from_values, None), "additive_bias": (additive_bias, None)}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_constant_masks_are_dropped_or_made_causal_and_others_kept(name):
+    fn, expected = CASES[name]
+    q, k, v = _qkv()
+    report = solder.explain(fn, q, k, v)
+    if expected is None:
+        assert report.rewrites == []
+    else:
+        assert len(report.rewrites) == 1 and expected in report.rewrites[0], report.rewrites
+        assert "test_attention_masks.py:" in report.rewrites[0]
+        # the graph AOTAutograd traced builds no mask any more (boolean, or float [L, L])
+        fx_text = "\n".join(g.fx_graph for g in report.graphs)
+        assert "b8[" not in fx_text and f"f32[{L}, {L}]" not in fx_text, fx_text
+    out = torch.compile(fn, backend="solder")(q, k, v)
+    torch.testing.assert_close(out, fn(q, k, v), rtol=1e-5, atol=1e-5)
+
+
+def test_the_option_turns_it_off():
+    q, k, v = _qkv()
+    report = solder.explain(causal, q, k, v, options={"simplify_attention_masks": False})
+    assert report.rewrites == []
+
+
+def test_symbolic_sizes_keep_the_mask():
+    # at another length the mask could differ: with dynamic shapes nothing is folded
+    q, k, v = _qkv()
+    report = solder.explain(bidirectional, q, k, v, dynamic=True)
+    assert report.rewrites == []
+
+
+def test_the_pass_leaves_a_graph_without_sdpa_alone():
+    gm = torch.fx.symbolic_trace(lambda x: (torch.arange(4) >= 0) & (x > 0))
+    before = gm.code
+    assert simplify_attention_masks(gm) == [] and gm.code == before
+
+
+def test_a_causal_mask_for_fewer_queries_than_keys_is_top_left_aligned():
+    # SDPA's is_causal is ones(L, S).tril(): with L < S a bottom-right mask is not it
+    q, k, v = _qkv(s=L + 3)
+
+    def bottom_right(q, k, v):
+        qi = torch.arange(q.shape[2])[:, None] + (k.shape[2] - q.shape[2])
+        ki = torch.arange(k.shape[2])[None, :]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=ki <= qi)
+    report = solder.explain(bottom_right, q, k, v)
+    assert report.rewrites == []
+    report = solder.explain(causal, q, k, v)
+    assert len(report.rewrites) == 1 and "causal" in report.rewrites[0]
+    out = torch.compile(causal, backend="solder")(q, k, v)
+    torch.testing.assert_close(out, causal(q, k, v), rtol=1e-5, atol=1e-5)
+
+
+def test_a_mask_that_would_widen_the_output_is_not_classified():
+    # an all-True mask with a batch dim q lacks: dropping it would change the broadcast shape
+    q, k = torch.zeros(H, L, E), torch.zeros(H, L, E)
+    assert _classify(torch.ones(3, 1, L, L, dtype=torch.bool), q, k) is None
+    assert _classify(torch.ones(1, L, L, dtype=torch.bool), q, k) == "none"
+    assert _classify(torch.ones(L, L, dtype=torch.bool).tril(), q, k) == "causal"
+    assert _classify(torch.ones(L, L, dtype=torch.int64), q, k) is None   # not a mask dtype
