@@ -10,6 +10,7 @@ weights and, on a GPU, the kernel binaries of one run on the example inputs.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from types import SimpleNamespace
 from typing import Any, Optional
@@ -17,8 +18,11 @@ from typing import Any, Optional
 import torch
 
 from .. import config as config_mod
+from ..capture.attention_masks import simplify_attention_masks
 from . import container, run_time_layouts, spec as spec_mod, tensors, versions
 from .loaded import exec_wrapper
+
+log = logging.getLogger("solder.aot")
 
 
 class AotError(RuntimeError):
@@ -56,6 +60,9 @@ def compile(model_or_fn, example_args, path, dynamic_shapes=None, weights: bool 
         except Exception as e:  # noqa: BLE001 - export's errors are many; say where it failed
             raise AotError(f"torch.export could not capture the program: {type(e).__name__}: "
                            f"{e}") from e
+        if cfg.simplify_attention_masks:   # before the decompositions take SDPA apart
+            for line in simplify_attention_masks(ep.graph_module):
+                log.info("solder.aot: %s", line)
         ep = ep.run_decompositions(_decompositions(cfg))
         run_time_layouts.refresh(ep.graph_module)
     t_export = time.perf_counter()

@@ -7,7 +7,8 @@ mask stays a tensor. A mask then keeps the fused kernels from running: ViT-B/16 
 mask row is not 16-byte aligned) fell back to the math path, float32 ``bmm``s and a softmax,
 1.8x eager's time; GPT-2's masked cuDNN attention took twice the unmasked causal kernel's time.
 
-Here a mask whose every input is a constant or the *sizes* of a graph input (``new_ones``,
+Here (in Dynamo's graphs before AOTAutograd, and in torch.export's before its decompositions) a
+mask whose every input is a constant or the *sizes* of a graph input (``new_ones``,
 ``size``) is evaluated once at compile time, with the graph's static sizes (a graph with symbolic
 sizes is left alone: its mask could differ at another size). A boolean mask that is all True, or
 a float mask that is all zero, is dropped; one equal to the causal mask of ``is_causal=True``
@@ -52,6 +53,25 @@ _PURE_METHODS = {
 # take a graph input.
 _SIZES_ONLY_FUNCTIONS = {torch.ones_like, torch.zeros_like, torch.full_like}
 _SIZES_ONLY_METHODS = {"new_ones", "new_zeros", "new_full", "size", "dim"}
+
+# ATen ops (torch.export's graphs) that read only their first argument's sizes, dtype and device
+_SIZES_ONLY_ATEN = {"new_ones", "new_zeros", "new_full", "ones_like", "zeros_like", "full_like",
+                    "sym_size"}
+
+
+def _aten_kind(target):
+    """'sizes', 'pure' (its result depends on its inputs' values alone) or None, for an ATen op:
+    not mutating, not random, not uninitialized memory."""
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace not in ("aten", "prims"):
+        return None
+    name = target.overloadpacket.__name__
+    if name in _SIZES_ONLY_ATEN:
+        return "sizes"
+    if (target._schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags
+            or "empty" in name):
+        return None
+    return "pure"
+
 
 # masks are small (a [B, 1, L, S] boolean at most, mostly an expanded [L, S]); a graph whose
 # would-be constant is larger is left alone rather than computed at compile time
@@ -136,8 +156,9 @@ def _fold(node, folded: dict):
     if isinstance(val, torch.Tensor) and (_symbolic(val) or val.numel() > MAX_ELEMENTS):
         return None
     if node.op == "call_function":
-        sizes_only = node.target in _SIZES_ONLY_FUNCTIONS
-        if node.target not in _PURE_FUNCTIONS and not sizes_only:
+        aten = _aten_kind(node.target)
+        sizes_only = node.target in _SIZES_ONLY_FUNCTIONS or aten == "sizes"
+        if node.target not in _PURE_FUNCTIONS and not sizes_only and aten is None:
             return None
     elif node.op == "call_method":
         sizes_only = node.target in _SIZES_ONLY_METHODS

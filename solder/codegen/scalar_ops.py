@@ -26,12 +26,16 @@ def _ld(name, portable=None):
     return emit
 
 
-def _sf(helper, libdevice=None):
+def _sf(helper, libdevice=None, nan_at_inf=False):
     """A helper from special_functions.py, computed in float64 and rounded once; GPU code calls
-    libdevice instead where it has the function."""
+    libdevice instead where it has the function. ``nan_at_inf``: ATen's answer at +-inf is NaN
+    where libdevice gives the limit (Bessel J and Y: 0 on the H200)."""
     def emit(args, dtypes):
         if libdevice is not None and not interpreting():
-            return f"{LD}.{libdevice}({', '.join(args)})"
+            call = f"{LD}.{libdevice}({', '.join(args)})"
+            if nan_at_inf:
+                return f"tl.where(tl.abs({args[0]}) == float('inf'), float('nan'), {call})"
+            return call
         back = "tl.float64" if dtypes[0] == torch.float64 else "tl.float32"
         return f"{helper}({', '.join(f'{a}.to(tl.float64)' for a in args)}).to({back})"
     return emit
@@ -46,9 +50,7 @@ def _sf_limit(helper, limit):
 
 
 def _nextafter(args, dtypes):
-    """libdevice on the GPU; the bit-pattern helper of special_functions.py elsewhere."""
-    if not interpreting():
-        return f"{LD}.nextafter({args[0]}, {args[1]})"
+    """The bit-pattern helper of special_functions.py (libdevice's flushes float32 subnormals)."""
     bits = "f64" if dtypes[0] == torch.float64 else "f32"
     return f"_sf_nextafter_{bits}({args[0]}, {args[1]})"
 
@@ -243,10 +245,10 @@ SCALAR_OPS = {
                                     else f"_sf_frexp_f32({a[0]})[0]"),
     "frexp_exponent": lambda a, d: (f"_sf_frexp_f64({a[0]})[1]" if d[0] == torch.float64
                                     else f"_sf_frexp_f32({a[0]})[1]"),
-    "bessel_j0": _sf("_sf_j0", "j0"),
-    "bessel_j1": _sf("_sf_j1", "j1"),
-    "bessel_y0": _sf("_sf_y0", "y0"),
-    "bessel_y1": _sf("_sf_y1", "y1"),
+    "bessel_j0": _sf("_sf_j0", "j0", nan_at_inf=True),
+    "bessel_j1": _sf("_sf_j1", "j1", nan_at_inf=True),
+    "bessel_y0": _sf("_sf_y0", "y0", nan_at_inf=True),
+    "bessel_y1": _sf("_sf_y1", "y1", nan_at_inf=True),
     "hypot": _ld("hypot", lambda x, y: f"tl.sqrt({x} * {x} + {y} * {y})"),
     "copysign": _ld("copysign", lambda x, y: f"tl.where(({y} < 0) | ((1.0 / {y}) < 0), -tl.abs({x}), tl.abs({x}))"),
     "nextafter": _nextafter,

@@ -641,22 +641,26 @@ def _sf_bessel_y(x, NU: tl.constexpr):
 """, "_sf_bessel_j", "_sf_bessel_y_integral", "_sf_hankel")
 
 
-# nextafter: the neighbour of x towards y in the bit pattern (the GPU calls libdevice's); one
-# body for both widths, the integer type and the smallest signed subnormal's pattern filled in.
+# nextafter: the neighbour of x towards y in the bit pattern, on every device. All in integers:
+# the GPU flushes float32 subnormals in comparisons and in libdevice's nextafterf (the step from
+# 0 gave 1.2e-38, not 1.4e-45, on the H200), so x and y are compared as ordered keys (the bit
+# pattern for x >= +0, MIN - bits below: -0 and +0 share key 0) and the result is built as bits.
+# One body for both widths, the integer type and its minimum filled in.
 _NEXTAFTER = """
 @triton.jit
 def _sf_nextafter_f{bits}(x, y):
-    b = x.to(tl.int{bits}, bitcast=True)
-    up = (y > x) == (x > 0)              # away from zero: one more in the magnitude bits
-    n = tl.where(up, b + 1, b - 1)
-    tiny = tl.where(y > 0, 1, {negative_tiny})   # the smallest subnormal, signed
-    n = tl.where(x == 0, tiny, n)
-    r = n.to(tl.float{bits}, bitcast=True)
-    r = tl.where(x == y, y, r)
+    bx = x.to(tl.int{bits}, bitcast=True)
+    by = y.to(tl.int{bits}, bitcast=True)
+    kx = tl.where(bx >= 0, bx, {imin} - bx)
+    ky = tl.where(by >= 0, by, {imin} - by)
+    kn = tl.where(ky > kx, kx + 1, kx - 1)
+    n = tl.where(kn >= 0, kn, {imin} - kn)
+    n = tl.where(kn == 0, bx & {imin}, n)   # a step onto zero keeps x's sign, as C's does
+    r = tl.where(kx == ky, y, n.to(tl.float{bits}, bitcast=True))
     return tl.where((x != x) | (y != y), x + y, r)
 """
-for _bits, _negative_tiny in ((32, -(2**31 - 1)), (64, -(2**63 - 1))):
-    _helper(f"_sf_nextafter_f{_bits}", _NEXTAFTER.format(bits=_bits, negative_tiny=_negative_tiny))
+for _bits in (32, 64):
+    _helper(f"_sf_nextafter_f{_bits}", _NEXTAFTER.format(bits=_bits, imin=-(2**(_bits - 1))))
 
 
 # Regularized incomplete gamma P(a, x) (igamma) and Q(a, x) = 1 - P (igammac): the power series
