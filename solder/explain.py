@@ -14,6 +14,7 @@ class Report:
     graphs: list = field(default_factory=list)      # GraphReport, in compile order
     graph_breaks: int = 0
     rewrites: list = field(default_factory=list)    # rewrites of Dynamo's graphs, one line each
+    notes: list = field(default_factory=list)       # what a rewrite left alone, and why
 
     @property
     def kernel_count(self) -> int:
@@ -31,6 +32,7 @@ class Report:
         lines = [f"Solder: {len(self.graphs)} graph(s), {self.kernel_count} generated kernel(s), "
                  f"{len(self.externs)} library call(s), {len(self.fallbacks)} ATen fallback(s)"]
         lines += [f"  rewrite: {r}" for r in self.rewrites]
+        lines += [f"  note: {n}" for n in self.notes]
         for g in self.graphs:
             lines.append(f"\n== {g.name} ({g.kind}) ==")
             for k in g.kernels:
@@ -72,7 +74,7 @@ def explain(fn, *args, options: dict | None = None, dynamic=None, **kwargs) -> R
     if leaves and outs:
         # autograd.grad, not backward: the caller's .grad fields stay untouched
         torch.autograd.grad([o.float().sum() for o in outs], leaves, allow_unused=True)
-    report = Report(list(ctx.graphs), rewrites=list(ctx.rewrites))
+    report = Report(list(ctx.graphs), rewrites=list(ctx.rewrites), notes=list(ctx.notes))
     torch._dynamo.reset()
     return report
 

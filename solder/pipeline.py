@@ -59,6 +59,7 @@ class CompileContext:
         self.config = config
         self.graphs: list[GraphReport] = []
         self.rewrites: list[str] = []   # what was rewritten in Dynamo's graphs, one line each
+        self.notes: list[str] = []      # what a rewrite looked at and left alone, and why
         self.started: Optional[float] = None   # when Dynamo handed over the current graph
 
 

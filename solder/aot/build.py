@@ -61,7 +61,8 @@ def compile(model_or_fn, example_args, path, dynamic_shapes=None, weights: bool 
             raise AotError(f"torch.export could not capture the program: {type(e).__name__}: "
                            f"{e}") from e
         if cfg.simplify_attention_masks:   # before the decompositions take SDPA apart
-            for line in simplify_attention_masks(ep.graph_module):
+            kept: list = []
+            for line in simplify_attention_masks(ep.graph_module, kept) + kept:
                 log.info("solder.aot: %s", line)
         ep = ep.run_decompositions(_decompositions(cfg))
         run_time_layouts.refresh(ep.graph_module)

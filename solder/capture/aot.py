@@ -81,7 +81,7 @@ def make_aot_backend(ctx: CompileContext):
         _start_compile_workers(ctx.config)
         rewrite_before_autograd(gm)  # gradients right, shapes static, every in-place op functional
         if ctx.config.simplify_attention_masks:
-            ctx.rewrites.extend(simplify_attention_masks(gm))
+            ctx.rewrites.extend(simplify_attention_masks(gm, kept=ctx.notes))
         # Effect tokens (with_effects around side-effectful ops such as linalg's error checks)
         # become ops inside the graphs (_make_token/_sink_tokens), not graph inputs that
         # AOTAutograd passes as None at run time.

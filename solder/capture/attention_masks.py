@@ -78,23 +78,27 @@ def _aten_kind(target):
 MAX_ELEMENTS = 1 << 26
 
 
-def simplify_attention_masks(gm: fx.GraphModule) -> list[str]:
+def simplify_attention_masks(gm: fx.GraphModule, kept: list | None = None) -> list[str]:
     """Drop or turn into ``is_causal`` the constant masks of SDPA calls in Dynamo's graph ``gm``;
-    returns one line per rewrite (for ``solder.explain``)."""
+    returns one line per rewrite (for ``solder.explain``). ``kept`` collects a line for each mask
+    left as it was, with the reason."""
     done = []
     folded: dict[fx.Node, object] = {}
+    why: dict[fx.Node, str] = {}
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target not in SDPA:
             continue
         mask = _arg(node, 3, "attn_mask")
         if not isinstance(mask, fx.Node) or _arg(node, 5, "is_causal") is True:
             continue
-        value = _fold(mask, folded)
-        if not isinstance(value, torch.Tensor):
-            continue
+        value = _fold(mask, folded, why)
         q, k = _meta(node.args[0]), _meta(node.args[1])
-        kind = _classify(value, q, k)
+        kind = _classify(value, q, k) if isinstance(value, torch.Tensor) else None
         if kind is None:
+            if kept is not None:
+                reason = why.get(mask) or "its values are neither all-allow nor causal"
+                kept.append(f"attention mask {mask.name} of {node.name} kept: {reason}"
+                            + _where(node))
             continue
         _set_arg(node, 3, "attn_mask", None)
         if kind == "causal":
@@ -147,52 +151,62 @@ def _classify(mask: torch.Tensor, q, k):
     return None
 
 
-def _fold(node, folded: dict):
-    """``node``'s value if it is a compile-time constant, else None."""
+def _fold(node, folded: dict, why: dict):
+    """``node``'s value if it is a compile-time constant, else None (``why[node]`` says why)."""
     if node in folded:
         return folded[node]
     folded[node] = None   # while in progress (and for good, if not constant)
-    val = _meta(node)
-    if isinstance(val, torch.Tensor) and (_symbolic(val) or val.numel() > MAX_ELEMENTS):
+
+    def no(reason):
+        why[node] = reason
         return None
+    val = _meta(node)
+    if isinstance(val, torch.Tensor) and _symbolic(val):
+        return no(f"{node.name} has symbolic sizes")
+    if isinstance(val, torch.Tensor) and val.numel() > MAX_ELEMENTS:
+        return no(f"{node.name} is too large to compute at compile time")
     if node.op == "call_function":
         aten = _aten_kind(node.target)
         sizes_only = node.target in _SIZES_ONLY_FUNCTIONS or aten == "sizes"
         if node.target not in _PURE_FUNCTIONS and not sizes_only and aten is None:
-            return None
+            return no(f"it depends on {node.name} = {_name(node.target)}(...)")
     elif node.op == "call_method":
         sizes_only = node.target in _SIZES_ONLY_METHODS
         if node.target not in _PURE_METHODS and not sizes_only:
-            return None
+            return no(f"it depends on {node.name} = .{node.target}(...)")
     else:
-        return None
-    ok = [True]
+        return no(f"it depends on the values of {node.name} ({node.op})")
+    failed = []
 
     def value(a, first):
         if not isinstance(a, fx.Node):
             return a
-        v = _fold(a, folded)
+        v = _fold(a, folded, why)
         if v is None and first and sizes_only:
             v = _stand_in(a)   # only its sizes, dtype and device are read
         if v is None:
-            ok[0] = False
+            failed.append(a)
         return v
     args = [fx.node.map_aggregate(a, lambda x, first=(i == 0): value(x, first))
             for i, a in enumerate(node.args)]
     kwargs = {k: fx.node.map_aggregate(v, lambda x: value(x, False))
               for k, v in node.kwargs.items()}
-    if not ok[0]:
-        return None
+    if failed:
+        return no(why.get(failed[0], f"it depends on {failed[0].name}"))
     try:
         with _real_tensors(), torch.no_grad():
             if node.op == "call_method":
                 out = getattr(args[0], node.target)(*args[1:], **kwargs)
             else:
                 out = node.target(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - not foldable after all; the graph keeps it
-        return None
+    except Exception as e:  # noqa: BLE001 - not foldable after all; the graph keeps it
+        return no(f"computing {node.name} at compile time failed ({type(e).__name__}: {e})")
     folded[node] = out
     return out
+
+
+def _name(target) -> str:
+    return getattr(target, "__name__", None) or str(target)
 
 
 def _stand_in(node):

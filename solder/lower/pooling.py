@@ -329,6 +329,11 @@ def _adaptive_avg_pool_backward(call: Call, grad, x):
     reach = [-(-m // n) + 1 for n, m in zip(size, out)]
     if math.prod(reach) > 64:
         raise Decline(f"{what} that upsamples this much")
+    if nd == 3 and call.device.type == "cuda" and any(m > n for n, m in zip(size, out)):
+        # Triton 3.6 miscompiles this kernel on the H200 when a thread holds several elements
+        # (XBLOCK 512: 90 of 360 gradients wrong, some NaN; XBLOCK 32 or int64 indices: exact;
+        # Triton's interpreter: exact). Until the cause is found, ATen computes it.
+        raise Decline(f"{what} that upsamples, on CUDA (a Triton miscompile, docs/perf-notes.md)")
     lead = x.ndim - nd
     acc = torch.float64 if grad.dtype == torch.float64 else torch.float32
     i64 = torch.int64

@@ -69,6 +69,7 @@ def test_constant_masks_are_dropped_or_made_causal_and_others_kept(name):
     report = solder.explain(fn, q, k, v)
     if expected is None:
         assert report.rewrites == []
+        assert len(report.notes) == 1 and "kept" in report.notes[0], report.notes
     else:
         assert len(report.rewrites) == 1 and expected in report.rewrites[0], report.rewrites
         assert "test_attention_masks.py:" in report.rewrites[0]
@@ -150,3 +151,12 @@ def test_aten_ops_are_folded_only_when_pure():
     for op in (aten.rand.default, aten.bernoulli.p, aten.empty.memory_format,
                aten.new_empty.default, aten.uniform_.default, aten.add_.Tensor):
         assert _aten_kind(op) is None, op
+
+
+def test_a_kept_mask_says_why():
+    q, k, v = _qkv()
+    note, = solder.explain(from_values, q, k, v).notes
+    assert "depends on the values of" in note and "placeholder" in note, note
+    note, = solder.explain(padded, q, k, v).notes
+    assert "neither all-allow nor causal" in note, note
+    assert "note: attention mask" in str(solder.explain(padded, q, k, v))
