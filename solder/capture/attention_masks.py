@@ -46,8 +46,11 @@ _PURE_METHODS = {
     "float", "half", "bfloat16", "double", "type_as", "contiguous", "clone", "transpose",
     "permute", "flatten", "repeat", "tril", "triu", "masked_fill", "all", "any", "eq", "ne", "lt",
     "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "bitwise_and", "bitwise_or",
-    "__and__", "__or__", "__invert__", "__getitem__", "cumsum", "diff", "add", "sub", "mul",
-    "neg", "size", "dim",
+    "__getitem__", "cumsum", "diff", "add", "sub", "mul", "neg", "size", "dim",
+    # operators called as methods (the GPU's transformers 5.17 writes ``a.__eq__(b)``)
+    "__and__", "__or__", "__xor__", "__invert__", "__rand__", "__ror__", "__eq__", "__ne__",
+    "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__radd__", "__sub__", "__rsub__",
+    "__mul__", "__rmul__", "__neg__", "__floordiv__", "__mod__",
 }
 # Ops that read only their first argument's sizes, dtype and device, never its values: they may
 # take a graph input.

@@ -40,6 +40,15 @@ def causal_float(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, mask)
 
 
+def causal_by_methods(q, k, v):
+    # operators called as methods, as some transformers versions write them
+    qi = torch.arange(q.shape[2])[:, None]
+    ki = torch.arange(k.shape[2])[None, :]
+    same_doc = torch.zeros(k.shape[2], dtype=torch.long)
+    mask = ki.__le__(qi).__and__(same_doc[:, None].__eq__(same_doc[None, :]))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
 def padded(q, k, v):
     # the last key is masked out: a real mask, kept
     allow = torch.arange(k.shape[2]) < k.shape[2] - 1
@@ -58,7 +67,8 @@ def additive_bias(q, k, v):
 
 
 CASES = {"bidirectional": (bidirectional, "all-allow"), "causal": (causal, "causal"),
-         "causal_float": (causal_float, "causal"), "padded": (padded, None),
+         "causal_float": (causal_float, "causal"),
+         "causal_by_methods": (causal_by_methods, "causal"), "padded": (padded, None),
          "from_values": (from_values, None), "additive_bias": (additive_bias, None)}
 
 
