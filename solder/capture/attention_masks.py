@@ -116,14 +116,15 @@ def simplify_attention_masks(gm: fx.GraphModule, kept: list | None = None) -> li
 
 
 def _where(node) -> str:
-    """`` (file.py:line)`` of the user's call, from Dynamo's stack trace."""
-    for line in reversed(node.meta.get("stack_trace", "").splitlines()):
-        line = line.strip()
-        if line.startswith("File "):
-            parts = line.split('"')
-            if len(parts) >= 3:
-                num = parts[2].split(",")[1].replace("line", "").strip()
-                return f" ({parts[1].rsplit('/', 1)[-1]}:{num})"
+    """`` (file.py:line)`` of the call, from Dynamo's stack trace: the innermost frame outside
+    torch itself (a default-device context, say, adds frames of torch's own)."""
+    frames = [line.strip() for line in node.meta.get("stack_trace", "").splitlines()
+              if line.strip().startswith("File ")]
+    for line in reversed(frames):
+        parts = line.split('"')
+        if len(parts) >= 3 and "/torch/" not in parts[1]:
+            num = parts[2].split(",")[1].replace("line", "").strip()
+            return f" ({parts[1].rsplit('/', 1)[-1]}:{num})"
     return ""
 
 

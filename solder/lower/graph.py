@@ -47,6 +47,9 @@ class GraphLowering:
         self.constants: list[tuple[str, torch.Tensor]] = []   # tensors the graph holds
         self.env: dict[fx.Node, Any] = {}
         self.rand_slots = 0
+        # float scalars of symbolic sizes (SDPA's scale 1/sqrt(head_dim)): the wrapper computes
+        # each in Python from the sizes and passes it to the kernels as a float argument
+        self.host_scalars: dict[sympy.Symbol, sympy.Expr] = {}
         self.current_origins: list[str] = []
         self.current_source: list[str] = []
         self._realized: dict[int, Stored] = {}
@@ -55,6 +58,15 @@ class GraphLowering:
         # scalars for `x[i] = 1.0` on a GPU tensor; index tensors may stay on the CPU) are
         # handled by home_device and _touches_cpu
         self.device = _graph_device(gm)
+
+    def host_scalar(self, e: sympy.Expr) -> sympy.Symbol:
+        """A symbol standing for the float expression ``e`` of sizes (see ``host_scalars``)."""
+        for s, known in self.host_scalars.items():
+            if known == e:
+                return s
+        s = sympy.Symbol(f"hs{len(self.host_scalars)}", real=True)
+        self.host_scalars[s] = e
+        return s
 
     # -- buffers --------------------------------------------------------------------------
     def new_name(self, prefix="buf") -> str:
@@ -215,7 +227,10 @@ class GraphLowering:
         if target is operator.getitem:
             return args[0][args[1]]
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            return sym(val)
+            e = sym(val)
+            if isinstance(val, torch.SymFloat) and not (e.is_Symbol or e.is_Number):
+                return self.host_scalar(e)
+            return e
         if isinstance(val, (int, float, bool)) and not isinstance(target, torch._ops.OpOverload):
             return val
         view = self._as_view(node, args)

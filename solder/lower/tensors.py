@@ -157,7 +157,11 @@ def loader_of(x, size, dtype: Optional[torch.dtype] = None):
             return E.cast(v, dtype) if dtype is not None else v
         return fn
     if isinstance(x, sympy.Basic) and not x.is_Number:
-        value = E.index_value(x, torch.int64)
+        # a size (integer) or a float of sizes (a host scalar, see Graph.host_scalar)
+        boolean = x.is_Relational or isinstance(
+            x, (sympy.logic.boolalg.BooleanAtom, sympy.logic.boolalg.BooleanFunction))
+        floating = x.is_integer is not True and not boolean
+        value = E.index_value(x, torch.float64 if floating else torch.int64)
         return lambda idx: E.cast(value, dtype) if dtype is not None else value
     c = E.const(x, dtype if dtype is not None else _scalar_dtype(x))
     return lambda idx: c

@@ -36,6 +36,20 @@ def test_dynamic_after_shape_change_recompiles_once():
     assert cnt["n"] == 2  # static first, then one symbolic graph for every other size
 
 
+def test_float_scalars_of_symbolic_sizes_are_computed_on_the_host():
+    # SDPA's math path scales q and k by sqrt(1 / sqrt(head_dim)): with symbolic sizes that is a
+    # float expression of a size, which the wrapper computes and passes to the kernel
+    def f(q, k, v):
+        return torch.ops.aten._scaled_dot_product_attention_math(q, k, v)[0]
+    compiled = torch.compile(f, backend="solder", dynamic=True)
+    for shape in ((2, 2, 7, 8), (1, 3, 5, 4)):
+        q, k, v = (torch.randn(shape) for _ in range(3))
+        assert_same(compiled(q, k, v), f(q, k, v))
+    report = solder.explain(f, q, k, v, dynamic=True)
+    wrapper = "\n".join(g.wrapper for g in report.graphs)
+    assert "** 0.5" in wrapper, wrapper
+
+
 def test_dropout_statistics_and_reproducibility():
     f = lambda x: F.dropout(x, 0.25, training=True)  # noqa: E731
     cf = torch.compile(f, backend="solder")

@@ -142,7 +142,12 @@ def test_adaptive_avg_pool3d_and_its_gradient(in_size, out_size):
     fn = lambda t: F.adaptive_avg_pool3d(t, out_size)   # noqa: E731
     check(fn, x, grad=True)
     r = solder.explain(lambda t: fn(t).sum(), x)
-    assert not r.fallbacks, [(str(f.op), f.reason) for f in r.fallbacks]
+    found = [(str(f.op), f.reason) for f in r.fallbacks]
+    if x.is_cuda and out_size != 1 and any(m > n for n, m in zip(in_size, out_size)):
+        # upsampling's backward: ATen on CUDA, named (lower/pooling.py: a Triton miscompile)
+        assert len(found) == 1 and "Triton miscompile" in found[0][1], found
+    else:
+        assert not found, found
 
 
 @pytest.mark.parametrize("fn, in_size, out_size", [

@@ -8,6 +8,8 @@ import solder
 from solder.capture.attention_masks import _classify, simplify_attention_masks
 
 B, H, L, E = 2, 2, 7, 8   # 7 tokens: a mask row that is not 16-byte aligned, as ViT's 197
+# (every tensor the functions make names q's device: Dynamo does not apply the default device
+# the suite sets on the GPU to torch.arange & co.)
 
 
 def _qkv(seed=0, s=L):
@@ -26,8 +28,8 @@ def bidirectional(q, k, v):
 
 
 def causal(q, k, v):
-    qi = torch.arange(q.shape[2])[:, None]
-    ki = torch.arange(k.shape[2])[None, :]
+    qi = torch.arange(q.shape[2], device=q.device)[:, None]
+    ki = torch.arange(k.shape[2], device=q.device)[None, :]
     pad = q.new_ones(q.shape[0], k.shape[2], dtype=torch.bool)   # sizes only: no padding
     mask = (ki <= qi)[None, None] & pad[:, None, None, :]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -35,23 +37,23 @@ def causal(q, k, v):
 
 def causal_float(q, k, v):
     n = q.shape[2]
-    mask = torch.zeros(n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1),
-                                         float("-inf"))
+    mask = torch.zeros(n, n, device=q.device).masked_fill(
+        torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
     return F.scaled_dot_product_attention(q, k, v, mask)
 
 
 def causal_by_methods(q, k, v):
     # operators called as methods, as some transformers versions write them
-    qi = torch.arange(q.shape[2])[:, None]
-    ki = torch.arange(k.shape[2])[None, :]
-    same_doc = torch.zeros(k.shape[2], dtype=torch.long)
+    qi = torch.arange(q.shape[2], device=q.device)[:, None]
+    ki = torch.arange(k.shape[2], device=q.device)[None, :]
+    same_doc = torch.zeros(k.shape[2], dtype=torch.long, device=q.device)
     mask = ki.__le__(qi).__and__(same_doc[:, None].__eq__(same_doc[None, :]))
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
 def padded(q, k, v):
     # the last key is masked out: a real mask, kept
-    allow = torch.arange(k.shape[2]) < k.shape[2] - 1
+    allow = torch.arange(k.shape[2], device=q.device) < k.shape[2] - 1
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allow[None, None, None, :])
 
 
@@ -62,7 +64,7 @@ def from_values(q, k, v):
 
 def additive_bias(q, k, v):
     n = q.shape[2]
-    bias = torch.arange(n, dtype=torch.float32)[None, :] * 0.1
+    bias = torch.arange(n, dtype=torch.float32, device=q.device)[None, :] * 0.1
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
 
 
@@ -114,8 +116,8 @@ def test_a_causal_mask_for_fewer_queries_than_keys_is_top_left_aligned():
     q, k, v = _qkv(s=L + 3)
 
     def bottom_right(q, k, v):
-        qi = torch.arange(q.shape[2])[:, None] + (k.shape[2] - q.shape[2])
-        ki = torch.arange(k.shape[2])[None, :]
+        qi = torch.arange(q.shape[2], device=q.device)[:, None] + (k.shape[2] - q.shape[2])
+        ki = torch.arange(k.shape[2], device=q.device)[None, :]
         return F.scaled_dot_product_attention(q, k, v, attn_mask=ki <= qi)
     report = solder.explain(bottom_right, q, k, v)
     assert report.rewrites == []
