@@ -34,6 +34,10 @@ variants = {
     "no int64 casts": lambda s: s.replace(".to(tl.int64)", ""),
     "int64 xindex": lambda s: s.replace("xindex = xoffset + tl.arange(0, XBLOCK)",
                                         "xindex = (xoffset + tl.arange(0, XBLOCK)).to(tl.int64)"),
+    # the suspect: i1 masks converted between layouts; here each mask crosses as int8
+    "masks cross as int8": lambda s: re.sub(
+        r"tl\.where\((t\d+), ", r"tl.where(\1.to(tl.int8) != 0, ",
+        re.sub(r"\(xmask\) & \((t\d+)\), other=0", r"(xmask) & (\1.to(tl.int8) != 0), other=0", s)),
     "where without division": lambda s: re.sub(r"= \((t\d+) / (t\d+)\)", r"= (\1 / tl.maximum(\2, 1.0))", s),
 }
 for name, edit in variants.items():
