@@ -95,6 +95,11 @@ def simplify_attention_masks(gm: fx.GraphModule, kept: list | None = None) -> li
         if not isinstance(mask, fx.Node) or _arg(node, 5, "is_causal") is True:
             continue
         value = _fold(mask, folded, why)
+        if value is not None:
+            written = _written_in_place(mask)
+            if written is not None:   # the graph changes it after the ops that made it
+                value = None
+                why[mask] = f"{written.name} writes into it in place"
         q, k = _meta(node.args[0]), _meta(node.args[1])
         kind = _classify(value, q, k) if isinstance(value, torch.Tensor) else None
         if kind is None:
@@ -207,6 +212,80 @@ def _fold(node, folded: dict, why: dict):
         return no(f"computing {node.name} at compile time failed ({type(e).__name__}: {e})")
     folded[node] = out
     return out
+
+
+_IN_PLACE_FUNCTIONS = {operator.setitem, operator.iand, operator.ior, operator.ixor,
+                       operator.iadd, operator.isub, operator.imul}
+_IN_PLACE_DUNDERS = {"__setitem__", "__iand__", "__ior__", "__ixor__", "__iadd__", "__isub__",
+                     "__imul__"}
+
+
+def _writes_into(user: fx.Node, node: fx.Node) -> bool:
+    """Whether ``user`` may write into ``node``'s tensor (its first argument of an in-place op,
+    a setitem's target, an ``out=``, a mutable argument of an ATen op)."""
+    target, first = user.target, user.args[0] if user.args else None
+    if user.op == "call_method":
+        in_place = (target.endswith("_") and not target.endswith("__")) or target in _IN_PLACE_DUNDERS
+        return in_place and first is node
+    if user.op != "call_function":
+        return False
+    if user.kwargs.get("out") is node:
+        return True
+    if isinstance(target, torch._ops.OpOverload):
+        schema_args = target._schema.arguments
+        for i, a in enumerate(user.args):
+            if a is node and i < len(schema_args) and schema_args[i].alias_info is not None \
+                    and schema_args[i].alias_info.is_write:
+                return True
+        return False
+    if target in _IN_PLACE_FUNCTIONS:
+        return first is node
+    if target in _PURE_FUNCTIONS:   # operator.and_ & co. are not in-place
+        return False
+    name = getattr(target, "__name__", "")   # torch.relu_, torch.Tensor.add_ as functions
+    return name.endswith("_") and not name.endswith("__") and first is node
+
+
+def _storages(node) -> set | None:
+    """The storages of a node's tensor value(s), None if unknown."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    val = _meta(node)
+    vals = val if isinstance(val, (list, tuple)) else [val]
+    if not vals or not all(isinstance(v, torch.Tensor) for v in vals):
+        return None
+    try:
+        return {StorageWeakRef(v.untyped_storage()).cdata for v in vals}
+    except Exception:  # noqa: BLE001 - no storage to compare: assume it may alias
+        return None
+
+
+def _written_in_place(mask: fx.Node):
+    """A node that may write into the mask or into anything it was computed from: Dynamo's
+    graph passes SDPA the tensor that ``m.tril_()`` or ``m[:, -1] = False`` wrote into, not the
+    write. Follows every user that shares a storage with one of them (views, ``to`` of the same
+    dtype; unknown storage counts as shared). None when there is none."""
+    made_of, todo = set(), [mask]
+    while todo:   # the mask and everything it is computed from
+        n = todo.pop()
+        if n not in made_of:
+            made_of.add(n)
+            todo += list(n.all_input_nodes)
+    seen, todo = set(), list(made_of)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        mine = _storages(n)
+        for user in n.users:
+            if _writes_into(user, n):
+                return user
+            if user.op == "output" or (user.op == "call_function" and user.target in SDPA):
+                continue
+            theirs = _storages(user)
+            if mine is None or theirs is None or mine & theirs:
+                todo.append(user)
+    return None
 
 
 def _name(target) -> str:

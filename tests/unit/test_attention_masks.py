@@ -68,10 +68,31 @@ def additive_bias(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
 
 
+def written_in_place(q, k, v):
+    # all True when made, causal after tril_: Dynamo hands SDPA the tensor, not the write
+    m = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)
+    m.tril_()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+
+def set_through_a_view(q, k, v):
+    m = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)
+    m.view(-1)[3] = False
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+
+def set_by_index(q, k, v):
+    m = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)
+    m[:, -1] = False
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+
 CASES = {"bidirectional": (bidirectional, "all-allow"), "causal": (causal, "causal"),
          "causal_float": (causal_float, "causal"),
          "causal_by_methods": (causal_by_methods, "causal"), "padded": (padded, None),
-         "from_values": (from_values, None), "additive_bias": (additive_bias, None)}
+         "from_values": (from_values, None),
+         "written_in_place": (written_in_place, None),
+         "set_through_a_view": (set_through_a_view, None), "set_by_index": (set_by_index, None), "additive_bias": (additive_bias, None)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
