@@ -35,3 +35,17 @@ def test_gpt2_inference_matches_eager(tmp_path, device):
             torch.testing.assert_close(run(ids), model(ids), rtol=1e-4, atol=1e-4)
     with pytest.raises(aot.PackageInputError, match="input ids: dimension 1 must be 16"):
         run(torch.randint(0, 128, (2, 17), device=device))
+
+
+def test_a_static_gpt2_package_folds_the_causal_mask(tmp_path, device, caplog):
+    # exported at one size, transformers' causal mask is a constant: the package runs SDPA with
+    # is_causal=True (capture/attention_masks.py) and still gives eager's logits
+    import logging
+    torch.manual_seed(0)
+    model = tiny_gpt2().to(device)
+    ids = torch.randint(0, 128, (2, 16), device=device)
+    with caplog.at_level(logging.INFO, logger="solder.aot"):
+        run = aot.load(aot.compile(model, (ids,), tmp_path / "gpt2_static.solder"))
+    assert sum("causal: is_causal=True" in r.getMessage() for r in caplog.records) == 2
+    with torch.no_grad():
+        torch.testing.assert_close(run(ids), model(ids), rtol=1e-4, atol=1e-4)
