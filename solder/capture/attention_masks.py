@@ -76,9 +76,17 @@ def _aten_kind(target):
     return "pure"
 
 
-# masks are small (a [B, 1, L, S] boolean at most, mostly an expanded [L, S]); a graph whose
-# would-be constant is larger is left alone rather than computed at compile time
-MAX_ELEMENTS = 1 << 26
+# A constant is computed on the graph's device at compile time: one whose memory (an expanded
+# view counts its base only; a packed-sequence check materializes [B, 1, L, S] booleans, 134 MB
+# at 8 x 4096 tokens) would exceed this is left alone.
+MAX_BYTES = 512 << 20
+
+
+def _too_large(val) -> bool:
+    try:
+        return val.untyped_storage().nbytes() > MAX_BYTES
+    except Exception:  # noqa: BLE001 - no storage to measure: by its elements
+        return val.numel() * val.element_size() > MAX_BYTES
 
 
 def simplify_attention_masks(gm: fx.GraphModule, kept: list | None = None) -> list[str]:
@@ -172,7 +180,7 @@ def _fold(node, folded: dict, why: dict):
     val = _meta(node)
     if isinstance(val, torch.Tensor) and _symbolic(val):
         return no(f"{node.name} has symbolic sizes")
-    if isinstance(val, torch.Tensor) and val.numel() > MAX_ELEMENTS:
+    if isinstance(val, torch.Tensor) and _too_large(val):
         return no(f"{node.name} is too large to compute at compile time")
     if node.op == "call_function":
         aten = _aten_kind(node.target)

@@ -193,3 +193,11 @@ def test_a_kept_mask_says_why():
     note, = solder.explain(padded, q, k, v).notes
     assert "neither all-allow nor causal" in note, note
     assert "note: attention mask" in str(solder.explain(padded, q, k, v))
+
+
+def test_size_limit_counts_memory_not_expanded_elements():
+    from solder.capture.attention_masks import MAX_BYTES, _too_large
+    # a [1, 1, 1, S] row expanded to [B, 1, L, S] holds S elements, however many it shows
+    assert not _too_large(torch.ones(1, 1, 1, 4096, dtype=torch.bool, device="meta")
+                          .expand(64, 1, 16384, 4096))
+    assert _too_large(torch.empty(MAX_BYTES + 1, dtype=torch.bool, device="meta"))
