@@ -15,7 +15,7 @@ For the model it builds Solder's package (``solder.aot.compile``) and inductor's
   eager relative to the output's largest magnitude.
 
 It prints a table and writes ``DIR/aot_<model>.json``. Everything inductor runs in its own
-processes through ``scripts/bench_aot_inductor.py`` (this module never imports torch._inductor).
+processes through ``scripts/bench_aot_inductor.py`` (this module never imports inductor's package).
 Each phase of the run is one subprocess of this module (``--phase``), so no process measures
 after another one warmed it up.
 """
