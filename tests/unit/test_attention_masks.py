@@ -201,3 +201,15 @@ def test_size_limit_counts_memory_not_expanded_elements():
     assert not _too_large(torch.ones(1, 1, 1, 4096, dtype=torch.bool, device="meta")
                           .expand(64, 1, 16384, 4096))
     assert _too_large(torch.empty(MAX_BYTES + 1, dtype=torch.bool, device="meta"))
+
+
+def test_writes_into_a_mask_are_found_in_aten_graphs_too():
+    # torch.export keeps in-place ATen ops until its decompositions
+    from solder.capture.attention_masks import _writes_into
+    g = torch.fx.Graph()
+    m = g.placeholder("m")
+    other = g.placeholder("other")
+    tril_ = g.call_function(torch.ops.aten.tril_.default, (m,))
+    copy_ = g.call_function(torch.ops.aten.copy_.default, (other, m))
+    assert _writes_into(tril_, m)
+    assert not _writes_into(copy_, m) and _writes_into(copy_, other)   # copy_ reads m
