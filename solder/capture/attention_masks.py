@@ -14,7 +14,9 @@ sizes is left alone: its mask could differ at another size). A boolean mask that
 a float mask that is all zero, is dropped; one equal to the causal mask of ``is_causal=True``
 (``ones(L, S).tril()``, top-left aligned) becomes ``is_causal=True``. Both are the same
 computation by SDPA's definition, so results match eager's to the attention kernel's rounding
-(eager made the same choice). Anything else is left as it was.
+(eager made the same choice). Anything else is left as it was, and so is a mask that the graph
+writes into in place after making it (``_written_in_place``) or whose constant would hold more
+than ``MAX_BYTES``.
 """
 from __future__ import annotations
 
