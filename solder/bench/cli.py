@@ -1,7 +1,7 @@
 """``python -m solder bench``: eager, inductor and Solder side by side in one process.
 
     python -m solder bench [--cases a,b] [--backends eager,inductor,solder] [--json out.json]
-                           [--quick] [--warmup MS] [--rep MS] [--list]
+                           [--quick] [--warmup MS] [--rep MS] [--rounds N] [--list]
 
 Progress goes to stderr as cases run; the tables go to stdout at the end, the same results to
 --json. Without a GPU the run is --quick (toy sizes, kernels in Triton's interpreter, CPU
@@ -33,6 +33,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="toy sizes of every case (implied without a GPU)")
     p.add_argument("--warmup", type=float, default=None, help="warm-up per timing, ms")
     p.add_argument("--rep", type=float, default=None, help="timed repetitions per timing, ms")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="steady-state timings per backend, interleaved across backends; the "
+                        "table gives their median and spread (default 3 on a GPU, 1 without)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     return p.parse_args(argv)
 
@@ -87,7 +90,7 @@ def _select(cases, wanted: str):
     return [by_name[n] for n in names if n in by_name], [n for n in names if n not in by_name]
 
 
-def _meta(device, quick: bool, warmup: float, rep: float) -> dict:
+def _meta(device, quick: bool, warmup: float, rep: float, rounds: int) -> dict:
     import torch
     try:
         import triton
@@ -97,7 +100,8 @@ def _meta(device, quick: bool, warmup: float, rep: float) -> dict:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"device": name, "torch": torch.__version__, "triton": triton_version,
             "python": sys.version.split()[0], "quick": quick, "warmup_ms": warmup,
-            "rep_ms": rep, "timer": "triton.testing.do_bench median" if device.type == "cuda"
+            "rep_ms": rep, "rounds": rounds,
+            "timer": "triton.testing.do_bench median" if device.type == "cuda"
             else "time.perf_counter median"}
 
 
@@ -129,14 +133,18 @@ def main(argv: Optional[list[str]] = None) -> int:
         _log("no GPU: running --quick (toy sizes; a smoke test, not a measurement)")
     warmup = args.warmup if args.warmup is not None else (2 if quick else 25)
     rep = args.rep if args.rep is not None else (10 if quick else 100)
-    settings = Settings(device, quick, warmup, rep)
+    rounds = args.rounds if args.rounds is not None else (1 if quick else 3)
+    if rounds < 1:
+        _log("--rounds must be at least 1")
+        return 2
+    settings = Settings(device, quick, warmup, rep, rounds)
 
     with cold_cache_environment(device.type):
         torch.manual_seed(0)
         _log(f"copy ceiling on {device.type} ...")
         ceiling = copy_ceiling(device, 2**30 if device.type == "cuda" else 2**26, warmup, rep)
         _log(f"  {ceiling['gbs']:.0f} GB/s")
-        run = RunResult(_meta(device, quick, warmup, rep), ceiling, backends=backends)
+        run = RunResult(_meta(device, quick, warmup, rep, rounds), ceiling, backends=backends)
         _log("warming up the compilers on a trivial function ...")
         warm_up_process(backends, device, _log)
         for i, case in enumerate(cases, 1):

@@ -18,7 +18,8 @@ class BackendResult:
     backend: str
     status: str = OK
     detail: str = ""                    # why FAILED / error / skipped
-    median_ms: Optional[float] = None
+    median_ms: Optional[float] = None   # the median of round_ms
+    round_ms: list[float] = field(default_factory=list)   # one steady-state median per round
     compile_s: Optional[float] = None   # first call, compile included, caches off
     kernels: Optional[int] = None       # generated kernels (solder: explain; inductor: profiler)
     launches: Optional[int] = None      # GPU kernel launches per call (CUDA only)
@@ -51,7 +52,16 @@ class CaseResult:
             "time_vs_inductor": ms / inductor if ms and inductor else None,
             "gbs": gbs,
             "pct_of_copy": 100 * gbs / ceiling_gbs if gbs and ceiling_gbs else None,
+            "spread_pct": spread_pct(self.backends.get(backend)),
         }
+
+
+def spread_pct(r: Optional[BackendResult]) -> Optional[float]:
+    """How far apart a backend's rounds were: (slowest - fastest) / median, in percent; None
+    with fewer than two rounds. A difference between backends smaller than this is noise."""
+    if r is None or r.status != OK or len(r.round_ms) < 2 or not r.median_ms:
+        return None
+    return 100 * (max(r.round_ms) - min(r.round_ms)) / r.median_ms
 
 
 @dataclass
@@ -137,13 +147,13 @@ def summary_table(run: RunResult) -> str:
 
 def detail_table(run: RunResult) -> str:
     """One row per case and backend: everything measured."""
-    rows = [["case", "backend", "status", "median ms", "x eager", "compile s", "kernels",
-             "launches", "GB/s", "% copy"]]
+    rows = [["case", "backend", "status", "median ms", "spread %", "x eager", "compile s",
+             "kernels", "launches", "GB/s", "% copy"]]
     for c in run.cases:
         for i, (name, r) in enumerate(c.backends.items()):
             m = c.metrics(name, run.ceiling_gbs)
             rows.append([c.case if i == 0 else "", name, r.status, _num(r.median_ms, ".3f"),
-                         _num(m["speedup_vs_eager"], ".2f"), _num(r.compile_s, ".2f"),
+                         _num(m["spread_pct"], ".0f"), _num(m["speedup_vs_eager"], ".2f"), _num(r.compile_s, ".2f"),
                          _num(r.kernels, "d"), _num(r.launches, "d"), _num(m["gbs"], ".0f"),
                          _num(m["pct_of_copy"], ".0f")])
     return format_table(rows, left=3)

@@ -1,9 +1,18 @@
 """Runs one case on every backend: eager first (the reference), then each compiler from a clean
-Dynamo state: cold first call (compile included), check against eager, steady-state timing,
-kernel counts. A backend whose output is wrong is marked FAILED and not timed."""
+Dynamo state: cold first call (compile included), check against eager, kernel counts; then
+steady-state timing in rounds that take every backend in turn. A backend whose output is wrong
+is marked FAILED and not timed.
+
+Why rounds: on the lent H200 the host's speed drifts by up to ~1.8x within seconds (session 12:
+ResNet-50's host issue time under one compiled function went 1.8 -> 3.8 -> 2.3 ms in one
+process, every Python and ATen call slower alike; docs/perf-notes.md). Timing each backend
+once, one after another, let that drift decide which backend "won" a host-bound case. Timing
+them interleaved, several times, exposes every backend to the same drift, and the spread
+between rounds says how far to trust a difference."""
 from __future__ import annotations
 
 import gc
+import statistics
 from dataclasses import dataclass
 from typing import Callable
 
@@ -11,7 +20,7 @@ import torch
 
 from solder.bench import timing
 from solder.bench.cases import Case, Workload, check_close
-from solder.bench.report import ERROR, FAILED, SKIPPED, BackendResult, CaseResult
+from solder.bench.report import ERROR, FAILED, OK, SKIPPED, BackendResult, CaseResult
 
 # torch.compile options per backend that turn its on-disk caches off, so that the first call
 # measures a cold compile. Inductor's caches are turned off for the whole run instead, through
@@ -25,11 +34,26 @@ class Settings:
     quick: bool
     warmup_ms: float
     rep_ms: float
+    rounds: int = 1   # steady-state timings per backend, interleaved across backends
 
 
 def compile_for(fn: Callable, backend: str) -> Callable:
-    """``torch.compile(fn, backend=backend)`` with the backend's cold-cache options."""
-    return torch.compile(fn, backend=_resolve(backend), options=COLD_OPTIONS.get(backend))
+    """``torch.compile(fn, backend=backend)`` with the backend's cold-cache options. ``fn`` is
+    called through an entry function of its own code object per call of this: Dynamo keeps its
+    compiled code on the code object it starts from, so several backends' compiled versions of
+    one ``fn`` stay alive side by side (the timing rounds alternate between them) without one
+    compile finding or evicting another's."""
+    return torch.compile(_entry_of_its_own(fn, backend), backend=_resolve(backend),
+                         options=COLD_OPTIONS.get(backend))
+
+
+def _entry_of_its_own(fn: Callable, backend: str) -> Callable:
+    def entry(*args, **kwargs):
+        return fn(*args, **kwargs)
+    name = "bench_entry_" + "".join(ch if ch.isalnum() else "_" for ch in backend)
+    entry.__code__ = entry.__code__.replace(co_name=name)   # a new code object each time
+    entry.__name__ = entry.__qualname__ = name
+    return entry
 
 
 def _resolve(backend: str):
@@ -78,23 +102,39 @@ def run_case(case: Case, backends: list[str], settings: Settings,
         log(f"{case.name}: {result.detail}")
         _release(settings.device)
         return result
-    for name in backends:
-        log(f"{case.name} / {name}: ...")
-        result.backends[name] = _run_backend(name, work, expected, settings, log)
+    torch._dynamo.reset()
+    compiled: dict[str, Callable] = {}
+    try:
+        for name in backends:
+            log(f"{case.name} / {name}: ...")
+            result.backends[name], f = _first_call(name, work, expected, settings, log)
+            if f is not None:
+                compiled[name] = f
+        _time_in_rounds(compiled, result, work, settings, log)
+    finally:
+        compiled.clear()
+        torch._dynamo.reset()
+    r = result.backends.get("solder")
+    if r is not None and r.compile_s is not None:
+        r.kernels = solder_kernel_count(work)
+    for name, r in result.backends.items():
+        if r.status != OK:
+            log(f"  {name}: {r.status}: {r.detail}")
     del work, expected
     _release(settings.device)
     return result
 
 
-def _run_backend(name: str, work: Workload, expected, settings: Settings,
-                 log: Callable[[str], None]) -> BackendResult:
+def _first_call(name: str, work: Workload, expected, settings: Settings,
+                log: Callable[[str], None]) -> tuple[BackendResult, Callable | None]:
+    """Compile (cold), check against eager and count launches; returns the result so far and
+    the function to time (None when the backend failed)."""
     r = BackendResult(name)
     device = settings.device
     try:
         if name == "eager":
             f = work.fn
         else:
-            torch._dynamo.reset()
             f = compile_for(work.fn, name)
             out, r.compile_s = timing.cold_call(lambda: work.step(f), device)
             log(f"  cold first call {r.compile_s:.2f} s")
@@ -102,28 +142,50 @@ def _run_backend(name: str, work: Workload, expected, settings: Settings,
                 check_close(out, expected, work.tolerance)
             except AssertionError as err:
                 r.status, r.detail = FAILED, f"wrong output: {_brief(err)}"
+                return r, None
             del out
-        if r.status != FAILED:
-            r.median_ms = timing.median_ms(lambda: work.step(f), device, settings.warmup_ms,
-                                           settings.rep_ms)
-            log(f"  median {r.median_ms:.3f} ms")
-            if name == "solder":
-                r.slow_launches = _slow_launches(lambda: work.step(f), device)
-                if r.slow_launches:
-                    log(f"  {r.slow_launches} launches per call through Triton's Python launcher")
-            seen = timing.kernel_launches(lambda: work.step(f), device)
-            if seen:
-                r.launches = seen["launches"]
-                r.kernels = seen["triton_kernels"] if name == "inductor" else None
+        if name == "solder":
+            r.slow_launches = _slow_launches(lambda: work.step(f), device)
+            if r.slow_launches:
+                log(f"  {r.slow_launches} launches per call through Triton's Python launcher")
+        seen = timing.kernel_launches(lambda: work.step(f), device)
+        if seen:
+            r.launches = seen["launches"]
+            r.kernels = seen["triton_kernels"] if name == "inductor" else None
+        return r, f
     except Exception as err:
         r.status, r.detail = ERROR, _brief(err)
-    finally:
-        torch._dynamo.reset()
-    if name == "solder" and r.compile_s is not None:
-        r.kernels = solder_kernel_count(work)
-    if r.status != "ok":
-        log(f"  {r.status}: {r.detail}")
-    return r
+        return r, None
+
+
+def _time_in_rounds(compiled: dict[str, Callable], result: CaseResult, work: Workload,
+                    settings: Settings, log: Callable[[str], None]) -> None:
+    """Each round times every backend once, starting one backend later than the round before
+    (so no backend always runs first); a backend's time is the median over the rounds."""
+    names = list(compiled)
+    if not names:
+        return
+    for k in range(max(1, settings.rounds)):
+        shift = k % len(names)
+        for name in names[shift:] + names[:shift]:
+            r = result.backends[name]
+            if r.status != OK:
+                continue
+            try:
+                ms = timing.median_ms(lambda: work.step(compiled[name]), settings.device,
+                                      settings.warmup_ms, settings.rep_ms)
+            except Exception as err:
+                r.status, r.detail = ERROR, _brief(err)
+                continue
+            r.round_ms.append(ms)
+        log(f"  round {k + 1}: " + ", ".join(
+            f"{n} {result.backends[n].round_ms[-1]:.3f} ms" for n in names
+            if len(result.backends[n].round_ms) == k + 1))
+    for name in names:
+        r = result.backends[name]
+        if r.status == OK and r.round_ms:
+            r.median_ms = statistics.median(r.round_ms)
+            log(f"  {name}: median {r.median_ms:.3f} ms over {len(r.round_ms)} round(s)")
 
 
 def _slow_launches(thunk, device) -> int:

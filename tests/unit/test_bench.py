@@ -113,3 +113,44 @@ def test_check_close_judges_negligible_tensors_at_the_step_scale():
         check_close((noisy,), (tiny,), (1e-2, 1e-2))       # alone, it is judged by itself
     with pytest.raises(AssertionError):
         check_close((big * 1.1, tiny), (big, tiny), (1e-2, 1e-2))
+
+
+def test_rounds_alternate_between_backends_compiled_once(capsys):
+    """Two Dynamo backends time in interleaved rounds: each keeps its own compiled code (one
+    compile each, none when the other runs in between), every backend gets one time per round,
+    and the reported time is their median."""
+    from solder.bench.cases import Case, Workload
+    from solder.bench.runner import Settings, run_case
+
+    compiles = {"a": 0, "b": 0}
+
+    def counting(name):
+        def backend(gm, example_inputs):
+            compiles[name] += 1
+            return gm.forward
+        return backend
+
+    import uuid
+    torch._dynamo.reset()
+    tag = uuid.uuid4().hex[:8]   # registered names outlive the test
+    for name in compiles:   # Dynamo backends by name, as `--backends` gives them
+        torch._dynamo.backends.registry.register_backend(counting(name), name=f"bt_{name}_{tag}")
+    x = torch.randn(64)
+    case = Case("tiny", "sin of cos", lambda device, quick: Workload(lambda t: t.cos().sin(), (x,)))
+    settings = Settings(torch.device("cpu"), True, 0.1, 0.5, rounds=3)
+    names = ["eager", f"bt_a_{tag}", f"bt_b_{tag}"]
+    result = run_case(case, names, settings, print)
+    assert compiles == {"a": 1, "b": 1}
+    for name in names:
+        r = result.backends[name]
+        assert r.status == "ok" and len(r.round_ms) == 3
+        assert r.median_ms == sorted(r.round_ms)[1]
+    err = capsys.readouterr().out
+    assert "round 3:" in err
+
+
+def test_spread_is_reported_from_the_rounds():
+    from solder.bench.report import spread_pct
+    assert spread_pct(BackendResult("x", median_ms=2.0, round_ms=[1.9, 2.0, 2.3])) == \
+        pytest.approx(20.0)
+    assert spread_pct(BackendResult("x", median_ms=2.0, round_ms=[2.0])) is None
