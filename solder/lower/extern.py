@@ -45,13 +45,100 @@ def _aligned_columns(b: TensorValue, align: int) -> bool:
     return stride[0] == 1 and stride[1] % align == 0 and b.layout.offset % align == 0
 
 
+# CUDA attention kernels read their operands with a unit stride along the last dimension, and
+# the memory-efficient and cuDNN ones read the bias in 16-byte-aligned rows: "(*bias): last
+# dimension must be contiguous" otherwise. Eager's SDPA pads the bias before the call; a view
+# Solder folds (an expand of a [B, H, L, 1] mask, a slice of a pad) can lose that layout.
+CUDA_ATTENTION_OPS = {
+    aten._scaled_dot_product_flash_attention.default,
+    aten._scaled_dot_product_flash_attention_backward.default,
+    aten._scaled_dot_product_efficient_attention.default,
+    aten._scaled_dot_product_efficient_attention_backward.default,
+    aten._scaled_dot_product_cudnn_attention.default,
+    aten._scaled_dot_product_cudnn_attention_backward.default,
+}
+BIAS_ALIGN = 16   # elements: 16 bytes or more for every dtype
+
+
 @lowering(*EXTERN_OPS)
 def _extern(call: Call, *args, **kwargs):
     if call.node.target is aten.mm.default:
         padded = _padded_mm(call, *args)
         if padded is not None:
             return padded
+    if call.node.target in CUDA_ATTENTION_OPS and (call.device.type == "cuda" or _interpreting()):
+        args, kwargs = _attention_operands(call, args, kwargs)
     return call.graph.extern_call(call.node, call.node.target, args, kwargs, "extern")
+
+
+def _attention_operands(call: Call, args, kwargs):
+    """Every tensor operand with a unit last stride; the bias also in aligned rows."""
+    names = [a.name for a in call.node.target._schema.arguments]
+
+    def fix(name, v):
+        if not isinstance(v, TensorValue):
+            return v
+        return _aligned_bias(call, v) if name == "attn_bias" else _unit_last_stride(call, v)
+    args = tuple(fix(n, v) for n, v in zip(names, args))
+    return args, {k: fix(k, v) for k, v in kwargs.items()}
+
+
+def _unit_last_stride(call: Call, v: TensorValue) -> TensorValue:
+    s = call.graph.realize(v)
+    if not s.size or _is_one(s.size[-1]) or s.layout.stride[-1] == 1:
+        return s
+    return call.graph.compute(s.size, s.dtype, s.device, s.load)
+
+
+def _aligned_bias(call: Call, v: TensorValue) -> TensorValue:
+    """The bias as ``v`` if its layout is fit, else a copy whose rows are padded to
+    ``BIAS_ALIGN`` elements; leading dimensions ``v`` broadcasts (stride 0) stay broadcast, so
+    a [1, 1, L, S] mask expanded over batch and heads is stored once, not per head."""
+    g = call.graph
+    size = list(v.size)
+    if isinstance(v, Stored):
+        stride = list(v.layout.stride)
+        if _fit_bias(size, stride, v.layout.offset):
+            return v
+    else:   # not in memory yet: stored once, straight into the padded layout
+        stride = list(v.stride)
+    broadcast = [i for i, (n, st) in enumerate(zip(size[:-1], stride[:-1]))
+                 if st == 0 and not _is_one(n)]   # the last dimension is read with stride 1
+    stored = [sympy.Integer(1) if i in broadcast else n for i, n in enumerate(size)]
+    last = stored[-1]
+    padded = last
+    if isinstance(last, sympy.Integer) and int(last) % BIAS_ALIGN:
+        padded = sympy.Integer(-(-int(last) // BIAS_ALIGN) * BIAS_ALIGN)
+    full = stored[:-1] + [padded]
+    if padded == last:
+        body = v.load
+    else:
+        inside = lambda idx: E.call("lt", E.index_value(idx[-1]),  # noqa: E731
+                                    E.index_value(last), dtype=torch.bool)
+        body = lambda idx: E.call("where", inside(idx),  # noqa: E731
+                                  E.with_mask(v.load(idx), inside(idx)),
+                                  E.const(0, v.dtype), dtype=v.dtype)
+    buf = g.compute(full, v.dtype, v.device, body)
+    strides = list(buf.layout.stride)
+    view_strides = [sympy.Integer(0) if i in broadcast else st for i, st in enumerate(strides)]
+    return buf.view(size, view_strides, 0)
+
+
+def _fit_bias(size, stride, offset) -> bool:
+    if size and not _is_one(size[-1]) and stride[-1] != 1:
+        return False
+    if not (isinstance(offset, sympy.Integer) and int(offset) % BIAS_ALIGN == 0):
+        return False
+    for n, st in zip(size[:-1], stride[:-1]):
+        if _is_one(n) or st == 0:
+            continue
+        if not (isinstance(st, sympy.Integer) and int(st) % BIAS_ALIGN == 0):
+            return False
+    return True
+
+
+def _is_one(n) -> bool:
+    return isinstance(n, (int, sympy.Integer)) and int(n) <= 1
 
 
 def _padded_mm(call: Call, a: TensorValue, b: TensorValue):
