@@ -110,7 +110,16 @@ def test_constant_masks_are_dropped_or_made_causal_and_others_kept(name):
         fx_text = "\n".join(g.fx_graph for g in report.graphs)
         assert "b8[" not in fx_text and f"f32[{L}, {L}]" not in fx_text, fx_text
     out = torch.compile(fn, backend="solder")(q, k, v)
-    torch.testing.assert_close(out, fn(q, k, v), rtol=1e-4, atol=2e-5)
+    torch.testing.assert_close(out, _reference(fn, q, k, v), rtol=1e-4, atol=2e-5)
+
+
+def _reference(fn, *args):
+    # eager on the math path: torch 2.11's memory-efficient kernel rejects the [B, H, L, 1] mask
+    # of from_values expanded over the keys ("(*bias): last dimension must be contiguous", seen
+    # on the H200), which Solder's compiled call stores in aligned rows and runs
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel([SDPBackend.MATH]):
+        return fn(*args)
 
 
 def test_the_option_turns_it_off():
