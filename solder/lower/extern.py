@@ -9,7 +9,7 @@ import torch
 from ..ir import expr as E
 from ..ir.nodes import BufferArg, ExternBuffer, Layout
 from .registry import Call, lowering
-from .tensors import Stored, TensorValue
+from .tensors import Stored, TensorValue, Virtual
 
 aten = torch.ops.aten
 
@@ -66,9 +66,29 @@ def _extern(call: Call, *args, **kwargs):
         padded = _padded_mm(call, *args)
         if padded is not None:
             return padded
-    if call.node.target in CUDA_ATTENTION_OPS and (call.device.type == "cuda" or _interpreting()):
+    on_gpu = call.device.type == "cuda" or _interpreting()
+    if call.node.target is aten.convolution.default and on_gpu and len(args) > 2 \
+            and isinstance(args[2], TensorValue):
+        return _convolution_then_bias(call, *args)
+    if call.node.target in CUDA_ATTENTION_OPS and on_gpu:
         args, kwargs = _attention_operands(call, args, kwargs)
     return call.graph.extern_call(call.node, call.node.target, args, kwargs, "extern")
+
+
+def _convolution_then_bias(call: Call, x, w, bias, *rest):
+    """cuDNN's convolution without its bias, and the bias added in Solder's kernel that reads
+    the result (a LayerNorm, a residual add). Eager does the same two steps on CUDA, the add as
+    a separate ATen kernel: rounded convolution result plus bias, in float32, rounded once.
+    ConvNeXt-tiny on the H200 spent 0.44 ms of its 4.3 ms in 22 such adds."""
+    out = call.graph.extern_call(call.node, call.node.target, (x, w, None, *rest), {}, "extern")
+    dtype = call.dtype
+    comp = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+    def fn(idx):
+        total = E.call("add", E.cast(out.load(idx), comp), E.cast(bias.load([idx[1]]), comp),
+                       dtype=comp)
+        return E.cast(total, dtype)
+    return Virtual(call.size, dtype, call.device, fn, stride=call.stride)
 
 
 def _attention_operands(call: Call, args, kwargs):

@@ -93,6 +93,26 @@ def test_convolution_and_attention():
           rtol=1e-4, atol=1e-4)
 
 
+def test_convolution_bias_is_added_in_the_consumer_kernel():
+    # the library call runs without its bias; the add fuses into the kernel reading the result
+    x = torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last)
+    w, b = torch.randn(6, 3, 3, 3), torch.randn(6)
+
+    def f(a, w, b):
+        y = F.conv2d(a, w, b, padding=1)
+        return F.layer_norm(y.permute(0, 2, 3, 1), (6,)).permute(0, 3, 1, 2) * 2
+    r = check(f, x, w, b, max_kernels=2, rtol=1e-4, atol=1e-4)   # LayerNorm's statistics, its output
+    assert len(r.externs) == 1 and not r.fallbacks
+    assert all("aten.convolution" in k.ops for k in r.graphs[0].kernels)   # the bias, fused
+    (call,) = [line for line in r.graphs[0].wrapper.splitlines() if "convolution" in line]
+    assert ", None, " in call, call   # no bias handed to the library
+    # grouped (depthwise) convolution with bias, and its gradients
+    xd = torch.randn(2, 4, 6, 6, requires_grad=True)
+    wd, bd = torch.randn(4, 1, 3, 3, requires_grad=True), torch.randn(4, requires_grad=True)
+    check(lambda a, w, b: F.gelu(F.conv2d(a, w, b, padding=1, groups=4)), xd, wd, bd, grad=True,
+          rtol=1e-4, atol=1e-4)
+
+
 def test_padded_matmul_keeps_eager_values_through_views():
     # rows of 13 floats are not 16-byte aligned, so the product is computed into 16-wide rows;
     # the views after it (eager's strides) must still read the right values
