@@ -153,7 +153,8 @@ def detail_table(run: RunResult) -> str:
         for i, (name, r) in enumerate(c.backends.items()):
             m = c.metrics(name, run.ceiling_gbs)
             rows.append([c.case if i == 0 else "", name, r.status, _num(r.median_ms, ".3f"),
-                         _num(m["spread_pct"], ".0f"), _num(m["speedup_vs_eager"], ".2f"), _num(r.compile_s, ".2f"),
+                         _num(m["spread_pct"], ".0f"), _num(m["speedup_vs_eager"], ".2f"),
+                         _num(r.compile_s, ".2f"),
                          _num(r.kernels, "d"), _num(r.launches, "d"), _num(m["gbs"], ".0f"),
                          _num(m["pct_of_copy"], ".0f")])
     return format_table(rows, left=3)

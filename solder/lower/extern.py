@@ -67,8 +67,8 @@ def _extern(call: Call, *args, **kwargs):
         if padded is not None:
             return padded
     on_gpu = call.device.type == "cuda" or _interpreting()
-    if call.node.target is aten.convolution.default and on_gpu and len(args) > 2 \
-            and isinstance(args[2], TensorValue):
+    if call.node.target is aten.convolution.default and on_gpu and len(args) == 9 \
+            and not kwargs and isinstance(args[2], TensorValue):
         return _convolution_then_bias(call, *args)
     if call.node.target in CUDA_ATTENTION_OPS and on_gpu:
         args, kwargs = _attention_operands(call, args, kwargs)
