@@ -70,6 +70,10 @@ class Config:
         True, "an attention mask built from sizes and constants alone that allows everything is "
         "dropped, and one that is exactly causal becomes is_causal=True, so that the fused "
         "attention kernels run (capture/attention_masks.py)", True)
+    attention_backends: str = _setting(
+        "", "the fused attention kernels SDPA may pick when a graph is captured, comma-separated "
+        "from flash, efficient, cudnn, math, in PyTorch's order of preference ('': PyTorch's own "
+        "choice); the choice is made once, at capture (capture/attention_backends.py)", True)
 
     @classmethod
     def field_names(cls) -> list[str]:

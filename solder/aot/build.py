@@ -18,6 +18,7 @@ from typing import Any, Optional
 import torch
 
 from .. import config as config_mod
+from ..capture import attention_backends
 from ..capture.attention_masks import simplify_attention_masks
 from . import container, run_time_layouts, spec as spec_mod, tensors, versions
 from .loaded import exec_wrapper
@@ -64,7 +65,8 @@ def compile(model_or_fn, example_args, path, dynamic_shapes=None, weights: bool 
             kept: list = []
             for line in simplify_attention_masks(ep.graph_module, kept) + kept:
                 log.info("solder.aot: %s", line)
-        ep = ep.run_decompositions(_decompositions(cfg))
+        with attention_backends.restricted(cfg.attention_backends):   # SDPA picks its kernel here
+            ep = ep.run_decompositions(_decompositions(cfg))
         run_time_layouts.refresh(ep.graph_module)
     t_export = time.perf_counter()
     plan, stored_weights, constants = _graph_inputs(ep)

@@ -18,6 +18,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 from ..pipeline import CompileContext, compile_graph
 from .decompositions import solder_decompositions
 from .passes import prepare_graph
+from .attention_backends import restricted as attention_backends_restricted
 from .attention_masks import simplify_attention_masks
 from .before_autograd import rewrite_before_autograd
 
@@ -89,6 +90,7 @@ def make_aot_backend(ctx: CompileContext):
         if ctx.config.compile_backward_early and hasattr(
                 torch._functorch.config, "force_non_lazy_backward_lowering"):
             patches["force_non_lazy_backward_lowering"] = True
-        with torch._functorch.config.patch(**patches), paused_gc(ctx.config.pause_gc):
+        with torch._functorch.config.patch(**patches), paused_gc(ctx.config.pause_gc), \
+                attention_backends_restricted(ctx.config.attention_backends):
             return backend(gm, example_inputs)
     return compile_fn
