@@ -20,6 +20,7 @@ class BackendResult:
     detail: str = ""                    # why FAILED / error / skipped
     median_ms: Optional[float] = None   # the median of round_ms
     round_ms: list[float] = field(default_factory=list)   # one steady-state median per round
+    host_ms: Optional[float] = None     # host time to issue one call (median over the rounds)
     compile_s: Optional[float] = None   # first call, compile included, caches off
     kernels: Optional[int] = None       # generated kernels (solder: explain; inductor: profiler)
     launches: Optional[int] = None      # GPU kernel launches per call (CUDA only)
@@ -147,13 +148,14 @@ def summary_table(run: RunResult) -> str:
 
 def detail_table(run: RunResult) -> str:
     """One row per case and backend: everything measured."""
-    rows = [["case", "backend", "status", "median ms", "spread %", "x eager", "compile s",
-             "kernels", "launches", "GB/s", "% copy"]]
+    rows = [["case", "backend", "status", "median ms", "spread %", "host ms", "x eager",
+             "compile s", "kernels", "launches", "GB/s", "% copy"]]
     for c in run.cases:
         for i, (name, r) in enumerate(c.backends.items()):
             m = c.metrics(name, run.ceiling_gbs)
             rows.append([c.case if i == 0 else "", name, r.status, _num(r.median_ms, ".3f"),
-                         _num(m["spread_pct"], ".0f"), _num(m["speedup_vs_eager"], ".2f"),
+                         _num(m["spread_pct"], ".0f"), _num(r.host_ms, ".3f"),
+                         _num(m["speedup_vs_eager"], ".2f"),
                          _num(r.compile_s, ".2f"),
                          _num(r.kernels, "d"), _num(r.launches, "d"), _num(m["gbs"], ".0f"),
                          _num(m["pct_of_copy"], ".0f")])

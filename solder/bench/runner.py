@@ -1,7 +1,8 @@
 """Runs one case on every backend: eager first (the reference), then each compiler from a clean
 Dynamo state: cold first call (compile included), check against eager, kernel counts; then
-steady-state timing in rounds that take every backend in turn. A backend whose output is wrong
-is marked FAILED and not timed.
+steady-state timing in rounds that take every backend in turn, each with the host's time to
+issue a call (a case whose host time reaches its median is host-bound). A backend whose output
+is wrong is marked FAILED and not timed.
 
 Why rounds: on the lent H200 the host's speed drifts by up to ~1.8x within seconds (session 12:
 ResNet-50's host issue time under one compiled function went 1.8 -> 3.8 -> 2.3 ms in one
@@ -165,6 +166,7 @@ def _time_in_rounds(compiled: dict[str, Callable], result: CaseResult, work: Wor
     names = list(compiled)
     if not names:
         return
+    host: dict[str, list[float]] = {n: [] for n in names}
     for k in range(max(1, settings.rounds)):
         shift = k % len(names)
         for name in names[shift:] + names[:shift]:
@@ -174,6 +176,8 @@ def _time_in_rounds(compiled: dict[str, Callable], result: CaseResult, work: Wor
             try:
                 ms = timing.median_ms(lambda: work.step(compiled[name]), settings.device,
                                       settings.warmup_ms, settings.rep_ms)
+                host[name].append(timing.host_issue_ms(lambda: work.step(compiled[name]),
+                                                       settings.device))
             except Exception as err:
                 r.status, r.detail = ERROR, _brief(err)
                 continue
@@ -185,7 +189,9 @@ def _time_in_rounds(compiled: dict[str, Callable], result: CaseResult, work: Wor
         r = result.backends[name]
         if r.status == OK and r.round_ms:
             r.median_ms = statistics.median(r.round_ms)
-            log(f"  {name}: median {r.median_ms:.3f} ms over {len(r.round_ms)} round(s)")
+            r.host_ms = statistics.median(host[name])
+            log(f"  {name}: median {r.median_ms:.3f} ms over {len(r.round_ms)} round(s), "
+                f"host {r.host_ms:.3f} ms per call")
 
 
 def _slow_launches(thunk, device) -> int:

@@ -61,6 +61,25 @@ def _cpu_median_ms(thunk: Callable[[], Any], warmup_ms: float, rep_ms: float,
     return statistics.median(samples)
 
 
+def host_issue_ms(thunk: Callable[[], Any], device: torch.device, budget_ms: float = 50.0,
+                  max_calls: int = 50) -> float:
+    """Milliseconds the host takes to issue one call (no synchronization between calls): a
+    call whose host time reaches its median time is host-bound, and its GPU waits on Python
+    and ATen. Without a GPU it is the wall time of a call."""
+    synchronize(device)
+    start = time.perf_counter()
+    thunk()
+    one = time.perf_counter() - start
+    calls = max(3, min(max_calls, int(budget_ms / 1e3 / max(one, 1e-6))))
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        thunk()
+    issued = time.perf_counter() - start
+    synchronize(device)
+    return issued / calls * 1e3
+
+
 def copy_ceiling(device: torch.device, nbytes: int, warmup_ms: float,
                  rep_ms: float) -> dict:
     """Achievable bandwidth on this device: one large device-to-device copy of ``nbytes``

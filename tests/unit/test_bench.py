@@ -145,6 +145,7 @@ def test_rounds_alternate_between_backends_compiled_once(capsys):
         r = result.backends[name]
         assert r.status == "ok" and len(r.round_ms) == 3
         assert r.median_ms == sorted(r.round_ms)[1]
+        assert r.host_ms is not None and r.host_ms > 0
     err = capsys.readouterr().out
     assert "round 3:" in err
 
