@@ -38,14 +38,23 @@ class Settings:
     rounds: int = 1   # steady-state timings per backend, interleaved across backends
 
 
-def compile_for(fn: Callable, backend: str) -> Callable:
+def compile_for(fn: Callable, backend: str, reports: list | None = None) -> Callable:
     """``torch.compile(fn, backend=backend)`` with the backend's cold-cache options. ``fn`` is
     called through an entry function of its own code object per call of this: Dynamo keeps its
     compiled code on the code object it starts from, so several backends' compiled versions of
     one ``fn`` stay alive side by side (the timing rounds alternate between them) without one
-    compile finding or evicting another's."""
-    return torch.compile(_entry_of_its_own(fn, backend), backend=_resolve(backend),
-                         options=COLD_OPTIONS.get(backend))
+    compile finding or evicting another's. For Solder, ``reports`` (a list) receives the
+    compile's context, whose graph reports count the kernels it generated."""
+    entry = _entry_of_its_own(fn, backend)
+    if backend == "solder":
+        from solder import config
+        from solder.backend import backend_for
+        from solder.pipeline import CompileContext
+        ctx = CompileContext(config.resolve(COLD_OPTIONS["solder"]))
+        if reports is not None:
+            reports.append(ctx)
+        return torch.compile(entry, backend=backend_for(COLD_OPTIONS["solder"], ctx))
+    return torch.compile(entry, backend=backend, options=COLD_OPTIONS.get(backend))
 
 
 def _entry_of_its_own(fn: Callable, backend: str) -> Callable:
@@ -55,33 +64,6 @@ def _entry_of_its_own(fn: Callable, backend: str) -> Callable:
     entry.__code__ = entry.__code__.replace(co_name=name)   # a new code object each time
     entry.__name__ = entry.__qualname__ = name
     return entry
-
-
-def _resolve(backend: str):
-    # An installed Solder registers "solder" with Dynamo through an entry point; a bare checkout
-    # on PYTHONPATH does not, so fall back to the backend function itself.
-    if backend != "solder" or backend in torch._dynamo.list_backends(exclude_tags=()):
-        return backend
-    from solder.backend import solder_backend
-    return solder_backend
-
-
-def solder_kernel_count(work: Workload) -> int | None:
-    """Kernels Solder generates for the workload, from ``solder.explain``; None where the
-    report (or explain itself) is not available."""
-    try:
-        import solder
-        torch._dynamo.reset()
-        if work.grad_leaves:
-            report = solder.explain(work.fn, *work.inputs)
-        else:
-            with torch.no_grad():
-                report = solder.explain(work.fn, *work.inputs)
-        return int(report.kernel_count)
-    except Exception:
-        return None
-    finally:
-        torch._dynamo.reset()
 
 
 def run_case(case: Case, backends: list[str], settings: Settings,
@@ -115,9 +97,6 @@ def run_case(case: Case, backends: list[str], settings: Settings,
     finally:
         compiled.clear()
         torch._dynamo.reset()
-    r = result.backends.get("solder")
-    if r is not None and r.compile_s is not None:
-        r.kernels = solder_kernel_count(work)
     for name, r in result.backends.items():
         if r.status != OK:
             log(f"  {name}: {r.status}: {r.detail}")
@@ -136,8 +115,11 @@ def _first_call(name: str, work: Workload, expected, settings: Settings,
         if name == "eager":
             f = work.fn
         else:
-            f = compile_for(work.fn, name)
+            reports: list = []
+            f = compile_for(work.fn, name, reports)
             out, r.compile_s = timing.cold_call(lambda: work.step(f), device)
+            if reports:   # Solder: the kernels its graphs generated (forward and backward)
+                r.kernels = sum(len(g.kernels) for ctx in reports for g in ctx.graphs)
             log(f"  cold first call {r.compile_s:.2f} s")
             try:
                 check_close(out, expected, work.tolerance)

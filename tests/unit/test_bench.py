@@ -155,3 +155,14 @@ def test_spread_is_reported_from_the_rounds():
     assert spread_pct(BackendResult("x", median_ms=2.0, round_ms=[1.9, 2.0, 2.3])) == \
         pytest.approx(20.0)
     assert spread_pct(BackendResult("x", median_ms=2.0, round_ms=[2.0])) is None
+
+
+def test_solder_kernels_are_counted_from_the_cold_compile(tmp_path):
+    out = tmp_path / "bench.json"
+    rc = cli.main(["--cases", "gelu_chain", "--backends", "eager,solder", "--quick",
+                   "--rounds", "2", "--json", str(out)])
+    assert rc == 0
+    (case,) = json.loads(out.read_text())["cases"]
+    solder = case["backends"]["solder"]
+    assert solder["status"] == "ok" and solder["kernels"] == 1   # the chain is one kernel
+    assert len(solder["round_ms"]) == 2 and solder["host_ms"] > 0
