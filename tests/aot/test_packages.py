@@ -189,3 +189,22 @@ def test_channels_last_conv_net_keeps_its_weight_layout(tmp_path):
         torch.testing.assert_close(run(x), net(x), rtol=1e-4, atol=1e-4)
         y = torch.randn(2, 3, 8, 8, device=device)   # contiguous: copied to channels_last
         torch.testing.assert_close(run(y), net(y), rtol=1e-4, atol=1e-4)
+
+
+def test_attention_backends_choose_the_packaged_attention_kernel(tmp_path):
+    # SDPA picks its kernel in the package's decompositions: the option restricts that choice
+    import zipfile
+
+    import torch.nn.functional as F
+
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    q, k, v = (torch.randn(1, 2, 8, 4, device=device) for _ in range(3))
+    calls = {}
+    for name, opt in (("own", None), ("math", {"attention_backends": "math"})):
+        path = aot.compile(fn, (q, k, v), tmp_path / f"{name}.solder", options=opt)
+        wrapper = zipfile.ZipFile(path).read("graph/wrapper.py").decode()
+        calls[name] = "_scaled_dot_product" in wrapper
+        torch.testing.assert_close(aot.load(path)(q, k, v), fn(q, k, v))
+    assert calls == {"own": True, "math": False}
