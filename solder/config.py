@@ -70,6 +70,10 @@ class Config:
         True, "an attention mask built from sizes and constants alone that allows everything is "
         "dropped, and one that is exactly causal becomes is_causal=True, so that the fused "
         "attention kernels run (capture/attention_masks.py)", True)
+    split_reductions: bool = _setting(
+        True, "a long reduction into few outputs (a weight gradient's column sums, a whole-tensor "
+        "sum) runs as two: partial results over chunks of the rows, then their reduction, so that "
+        "enough programs run to fill the GPU (lower/split_reductions.py)", True)
     attention_backends: str = _setting(
         "", "the fused attention kernels SDPA may pick when a graph is captured, comma-separated "
         "from flash, efficient, cudnn, math, in PyTorch's order of preference ('': PyTorch's own "

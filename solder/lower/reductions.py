@@ -13,6 +13,7 @@ from ..ir import expr as E
 from ..ir.nodes import ComputedBuffer, Layout, Reduction
 from .graph import _dense_or_contiguous
 from .registry import Call, Decline, lowering
+from .split_reductions import split, split_factor
 from .tensors import Stored, TensorValue, Virtual, sym_list
 
 aten = torch.ops.aten
@@ -93,11 +94,17 @@ def reduce(call: Call, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtyp
     stride = _dense_or_contiguous(out_size, meta_stride if meta_size == out_size else None)
     layout = Layout(tuple(out_size), tuple(stride), sympy.Integer(0), acc, call.device)
     g = call.graph
-    buf = ComputedBuffer(g.new_name(), layout, body=Reduction(out_size, red_sizes, rtype, fn, x.dtype))
-    g.add_buffer(buf)
+    body = Reduction(out_size, red_sizes, rtype, fn, x.dtype)
     base = x.base if hasattr(x, "base") else x
-    if isinstance(base, Virtual):
-        buf.origins = list(dict.fromkeys(g.current_origins + base.origins))
+    origins = list(dict.fromkeys(g.current_origins + base.origins)) \
+        if isinstance(base, Virtual) else []
+    parts = split_factor(call, x, dims, rtype, out_size, red_sizes)
+    if parts:   # partial results over chunks first: enough programs to fill the GPU
+        body = split(g, body, parts, acc, call.device, origins)
+    buf = ComputedBuffer(g.new_name(), layout, body=body)
+    g.add_buffer(buf)
+    if origins:
+        buf.origins = origins
     result = Stored(buf.name, layout)
     if acc == out_dtype:
         return result

@@ -1,0 +1,54 @@
+"""Long reductions into few outputs run in two steps (lower/split_reductions.py): partial
+results over chunks of the reduced elements, then their reduction; eager's values either way."""
+import torch
+import torch.nn.functional as F
+
+import solder
+
+from .helpers import check
+
+
+def _partials_shape(report):
+    # the first step's buffer is allocated by the wrapper as (S, *outputs)
+    return [line for line in report.graphs[0].wrapper.splitlines() if "empty_strided" in line]
+
+
+def test_column_sums_split_into_partials():
+    x, y = torch.randn(4096, 16), torch.randn(4096, 16)
+    r = check(lambda a, b: ((a * b).sum(0), (a * 2).amax(0)), x, y, kernels=2,
+              rtol=1e-4, atol=1e-4)   # both partial steps in one kernel, both finals in one
+    assert any("(16, 16)" in line for line in _partials_shape(r)), _partials_shape(r)
+
+
+def test_a_whole_tensor_sum_splits_and_half_precision_accumulates_in_float32():
+    x = torch.randn(8192).to(torch.bfloat16)
+    # a sum of 8192 terms of size ~3: rounded to bfloat16 in the end, whatever the order
+    r = check(lambda a: (a * 3).sum(), x, kernels=2, rtol=1e-2, atol=1.0)
+    assert any("(8,)" in line and "float32" in line for line in _partials_shape(r)), \
+        _partials_shape(r)
+
+
+def test_short_reductions_and_many_outputs_stay_one_kernel():
+    check(lambda a: a.sum(0), torch.randn(1024, 64), kernels=1, rtol=1e-4, atol=1e-4)
+    check(lambda a: a.sum(1), torch.randn(512, 8192), kernels=1, rtol=1e-4, atol=1e-4)
+
+
+def test_the_option_turns_it_off():
+    f = lambda a: a.sum(0)   # noqa: E731
+    x = torch.randn(4096, 16)
+    assert solder.explain(f, x, options={"split_reductions": False}).kernel_count == 1
+    assert solder.explain(f, x).kernel_count == 2
+
+
+def test_layer_norm_weight_gradients_over_many_tokens():
+    # the weight and bias gradients are column sums over the 4096 tokens
+    x = torch.randn(4096, 16, requires_grad=True)
+    w, b = torch.randn(16, requires_grad=True), torch.randn(16, requires_grad=True)
+    check(lambda a, w, b: F.layer_norm(a, (16,), w, b), x, w, b, grad=True,
+          rtol=1e-4, atol=1e-3)
+
+
+def test_symbolic_sizes_are_not_split():
+    f = lambda a: a.sum(0)   # noqa: E731
+    r = solder.explain(f, torch.randn(4096, 16), dynamic=True)
+    assert r.kernel_count == 1
