@@ -52,3 +52,13 @@ def test_symbolic_sizes_are_not_split():
     f = lambda a: a.sum(0)   # noqa: E731
     r = solder.explain(f, torch.randn(4096, 16), dynamic=True)
     assert r.kernel_count == 1
+
+
+def test_several_reduced_dims_and_keepdim():
+    # the reduced index is unravelled over (4, 1024); keepdim keeps the output's shape
+    x = torch.randn(4, 1024, 4)
+    r = check(lambda a: (a.sum((0, 1), keepdim=True), a.amin((0, 1))), x, kernels=2,
+              rtol=1e-4, atol=1e-3)
+    assert any("(16, 1, 1, 4)" in line for line in _partials_shape(r)), _partials_shape(r)
+    # argmax is not split (its partial results would need their indices too)
+    assert solder.explain(lambda a: a.argmax(0), torch.randn(4096, 4)).kernel_count == 1
