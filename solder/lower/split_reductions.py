@@ -1,7 +1,7 @@
 """Long reductions into few outputs, split in two so that they fill the GPU.
 
 A reduction kernel runs one program per block of outputs: 64 columns of a column sum, one row of
-a row sum. A weight gradient's column sums over the tokens (``[4096, 1024]`` summed over its
+a row sum. Split are those with few programs that each read many elements (``MIN_WORK``). A weight gradient's column sums over the tokens (``[4096, 1024]`` summed over its
 4096 rows, one per RMSNorm or LayerNorm weight, bias of a linear layer) then run 16 programs on
 an H200's 132 SMs, each walking 4096 rows, latency-bound: ~50-60 us where the bytes need ~8
 (the LLaMA step's backward, session 12 profile). A sum of a whole tensor runs one program.
@@ -24,6 +24,10 @@ from ..ir.indexing import FloorDiv, ModIndex
 
 SPLITTABLE = {"sum", "prod", "max", "min", "any", "all", "xor_sum"}
 MIN_REDUCED = 4096          # shorter reductions are quick enough in one kernel
+# elements one program would read: below this a program is quick enough that a second kernel
+# (and its launch, in host-bound steps) costs more than the split saves; a loss's mean over
+# 8192 tokens stays one kernel, a column sum of [4096, 1024] (64 columns a program) splits
+MIN_WORK = 1 << 17
 TARGET_PROGRAMS = 256       # about two per SM on an H200
 OUTER_BLOCK = 64            # outputs per program of a column reduction (launch_configs)
 MIN_CHUNK = {"outer": 256, "inner": 1024}
@@ -44,6 +48,8 @@ def split_factor(call, x, dims, rtype: str, out_size, red_sizes) -> int:
         return 0
     hint = "outer" if _across_rows(x, dims) else "inner"
     programs = max(1, outputs // OUTER_BLOCK) if hint == "outer" else outputs
+    if reduced * (OUTER_BLOCK if hint == "outer" else 1) < MIN_WORK:
+        return 0
     s = 1
     while (programs * s < TARGET_PROGRAMS and reduced % (2 * s) == 0
            and reduced // (2 * s) >= MIN_CHUNK[hint]):
