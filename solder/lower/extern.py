@@ -13,15 +13,24 @@ from .tensors import Stored, TensorValue, Virtual
 
 aten = torch.ops.aten
 
-EXTERN_OPS = [
-    aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
-    aten.convolution.default, aten.convolution_backward.default,
+# CUDA attention kernels read their operands with a unit stride along the last dimension, and
+# the memory-efficient and cuDNN ones read the bias in 16-byte-aligned rows: "(*bias): last
+# dimension must be contiguous" otherwise. Eager's SDPA pads the bias before the call; a view
+# Solder folds (an expand of a [B, H, L, 1] mask, a slice of a pad) can lose that layout.
+CUDA_ATTENTION_OPS = {
     aten._scaled_dot_product_flash_attention.default,
     aten._scaled_dot_product_flash_attention_backward.default,
     aten._scaled_dot_product_efficient_attention.default,
     aten._scaled_dot_product_efficient_attention_backward.default,
     aten._scaled_dot_product_cudnn_attention.default,
     aten._scaled_dot_product_cudnn_attention_backward.default,
+}
+BIAS_ALIGN = 16   # elements: 16 bytes or more for every dtype
+
+EXTERN_OPS = [
+    aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
+    aten.convolution.default, aten.convolution_backward.default,
+    *sorted(CUDA_ATTENTION_OPS, key=str),
     aten._scaled_dot_product_flash_attention_for_cpu.default,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
 ]
@@ -43,21 +52,6 @@ def _aligned_columns(b: TensorValue, align: int) -> bool:
         return False
     stride = b.layout.stride
     return stride[0] == 1 and stride[1] % align == 0 and b.layout.offset % align == 0
-
-
-# CUDA attention kernels read their operands with a unit stride along the last dimension, and
-# the memory-efficient and cuDNN ones read the bias in 16-byte-aligned rows: "(*bias): last
-# dimension must be contiguous" otherwise. Eager's SDPA pads the bias before the call; a view
-# Solder folds (an expand of a [B, H, L, 1] mask, a slice of a pad) can lose that layout.
-CUDA_ATTENTION_OPS = {
-    aten._scaled_dot_product_flash_attention.default,
-    aten._scaled_dot_product_flash_attention_backward.default,
-    aten._scaled_dot_product_efficient_attention.default,
-    aten._scaled_dot_product_efficient_attention_backward.default,
-    aten._scaled_dot_product_cudnn_attention.default,
-    aten._scaled_dot_product_cudnn_attention_backward.default,
-}
-BIAS_ALIGN = 16   # elements: 16 bytes or more for every dtype
 
 
 @lowering(*EXTERN_OPS)
