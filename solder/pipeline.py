@@ -93,7 +93,7 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
             compiled, (jobs, device) = loaded
             report.timings["load"] = time.perf_counter() - t0
             # Triton reads the kernels' binaries back from its cache, in parallel
-            _precompile(compiled, jobs, device, config, report.timings)
+            _precompile(compiled, jobs, device, config, report.timings, cached=True)
             ctx.started = None
             if config.log_compile:
                 compiled.after_first_call.append(lambda: log.warning(compile_log_line(report)))
@@ -180,10 +180,13 @@ def _compile_jobs(compiled, steps, graph):
     return pre.compile_jobs(compiled, steps, graph.by_name), device
 
 
-def _precompile(compiled, jobs, device, config, stats) -> None:
+def _precompile(compiled, jobs, device, config, stats, cached: bool = False) -> None:
     """Compile the graph's kernels in parallel: in the background (``overlap_compile``), the
     first call waiting for them, or right now. ``parallel_compile`` is the time spent waiting:
-    the share of the compile on the critical path."""
+    the share of the compile on the critical path. ``cached``: the graph came from Solder's
+    cache, so its kernels were compiled when it was stored and Triton's cache holds their
+    binaries; the thread pool reads them back, and the worker processes are not asked (a GPT-2
+    warm start waited 1.41 s on them for 10 cache hits)."""
     from .runtime import precompile as pre
     stats["parallel_compile"] = 0.0
     if not jobs:
@@ -191,6 +194,8 @@ def _precompile(compiled, jobs, device, config, stats) -> None:
     threads = config.compile_threads or pre.default_threads()
     from .runtime.compile_workers import default_processes
     processes = default_processes() if config.compile_processes < 0 else config.compile_processes
+    if cached:
+        processes = 0
     if not pre.start(jobs, device, threads, stats, processes=processes):
         return
 

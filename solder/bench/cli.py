@@ -35,7 +35,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rep", type=float, default=None, help="timed repetitions per timing, ms")
     p.add_argument("--rounds", type=int, default=None,
                    help="steady-state timings per backend, interleaved across backends; the "
-                        "table gives their median and spread (default 3 on a GPU, 1 without)")
+                        "table gives their median and spread (default 5 on a GPU: the lent host's speed drifts over seconds, so a host-bound case needs several; 1 without)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     return p.parse_args(argv)
 
@@ -133,7 +133,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         _log("no GPU: running --quick (toy sizes; a smoke test, not a measurement)")
     warmup = args.warmup if args.warmup is not None else (2 if quick else 25)
     rep = args.rep if args.rep is not None else (10 if quick else 100)
-    rounds = args.rounds if args.rounds is not None else (1 if quick else 3)
+    rounds = args.rounds if args.rounds is not None else (1 if quick else 5)
     if rounds < 1:
         _log("--rounds must be at least 1")
         return 2

@@ -217,3 +217,21 @@ def test_the_default_worker_count_is_shared_among_torchrun_ranks_and_capped(monk
     assert compile_workers.default_processes() == 1   # never none
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "not a number")
     assert compile_workers.default_processes() == 4
+
+
+def test_a_worker_imports_the_compiler_before_its_first_job(job, tmp_path):
+    # started while the graph is captured, a worker has Triton's compiler imported by the time
+    # the jobs come: with no job at all (stdin closed), the modules are already there
+    code = textwrap.dedent('''
+        import io, sys
+        sys.path.insert(0, sys.argv[2])
+        import compile_workers_script as w
+        before = "triton.compiler" in sys.modules
+        sys.stdin = io.StringIO("")
+        w._serve()
+        print("IMPORTED", before, "triton.compiler" in sys.modules,
+              "triton.backends.nvidia.compiler" in sys.modules, file=sys.stderr)
+    ''')
+    r = _in_fresh_process(code, job, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "IMPORTED False True True" in r.stderr, r.stderr

@@ -291,3 +291,20 @@ def test_a_forked_child_starts_its_own_background_thread(monkeypatch):
     assert pre.start(jobs, torch.device("cuda"), 2, {}, on_device=contextlib.nullcontext)
     assert pre._BACKGROUND is not parent_executor
     assert pre.wait_all() < 5
+
+
+@pytest.mark.parametrize("cached, expected", [(False, 3), (True, 0)])
+def test_a_graph_from_the_cache_asks_no_worker_process(monkeypatch, cached, expected):
+    # a graph loaded from Solder's cache had its kernels compiled when it was stored: Triton's
+    # cache holds them, and the threads read them back without starting the worker processes
+    import solder.config as config_mod
+    from solder import pipeline
+    from solder.runtime.compiled import CompiledGraph
+    from solder.codegen.wrapper import WrapperModule
+    asked = []
+    monkeypatch.setattr(pre, "start", lambda jobs, device, threads, stats, processes: (
+        asked.append(processes), False)[1])
+    config = config_mod.resolve({"compile_processes": 3})
+    g = CompiledGraph("g", WrapperModule("def call(args):\n    return []\n"), "", {}, config, None)
+    pipeline._precompile(g, [object(), object()], torch.device("cuda"), config, {}, cached=cached)
+    assert asked == [expected]
