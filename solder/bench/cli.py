@@ -35,7 +35,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rep", type=float, default=None, help="timed repetitions per timing, ms")
     p.add_argument("--rounds", type=int, default=None,
                    help="steady-state timings per backend, interleaved across backends; the "
-                        "table gives their median and spread (default 5 on a GPU: the lent host's speed drifts over seconds, so a host-bound case needs several; 1 without)")
+                        "table gives their median and spread (default 5 on a GPU, where host "
+                        "speed drifts over seconds; 1 without)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     return p.parse_args(argv)
 
