@@ -100,14 +100,16 @@ def _split(expr, d):
         return quotient, expr
     for term in sympy.Add.make_args(sympy.expand(expr)):
         if d.is_Integer:
-            coeff, _ = term.as_coeff_Mul()
-            divisible = coeff.is_Integer and int(coeff) % int(d) == 0
-        else:
-            divisible = sympy.fraction(sympy.cancel(term / d))[1] == 1
-        if divisible:
+            # an integer coefficient divisible by d divides exactly: no need for sympy's cancel
+            # (a third of a ConvNeXt graph's lowering time went to it)
+            coeff, factors = term.as_coeff_Mul()
+            if coeff.is_Integer and int(coeff) % int(d) == 0:
+                quotient += sympy.Integer(int(coeff) // int(d)) * factors
+                continue
+        elif sympy.fraction(sympy.cancel(term / d))[1] == 1:
             quotient += sympy.cancel(term / d)
-        else:
-            rest += term
+            continue
+        rest += term
     return quotient, rest
 
 
