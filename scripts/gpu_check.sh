@@ -80,7 +80,7 @@ for part in "$@"; do
     timeout "${VARIANTS_S:-200}" $PY scripts/kernel_variants.py > "$OUT/variants.txt" 2> "$OUT/variants.err"
     echo "variants rc=$?"; sed -n '/^variant /,$p' "$OUT/variants.txt"; tail -3 "$OUT/variants.err"
     ;;
-  aot)   # AOT_MODELS=gpt2,resnet50 [AOT_FLAGS=--quick]: packages against inductor's (issue 7)
+  aot)   # AOT_MODELS=gpt2,resnet50 [AOT_FLAGS="--quick --sides solder"]: packages against inductor's (issue 7)
     for m in ${AOT_MODELS//,/ }; do
       timeout "${AOT_S:-300}" $PY -m solder.bench.aot --model $m --out "$OUT/aot" ${AOT_FLAGS:-} \
         > "$OUT/aot_$m.txt" 2>&1
