@@ -242,21 +242,29 @@ def _tuples(v):
 
 
 def _import_compiler() -> None:
-    """What every job needs, imported before the first job arrives: the workers start while
-    Solder captures the graph (``warm``), so Triton's import (1-2 s on a loaded H200 host, 16
-    workers at once) is over by the time the kernels are. Without this the first jobs waited
-    for it: a ConvNeXt cold compile spent 3.2 s waiting on 41 compiles of at most 0.1 s each."""
+    """What every job needs, done before the first job arrives: the workers start while Solder
+    captures the graph (``warm``), so Triton's import and its one-time compile setup are over
+    by the time the kernels are. Without this the first jobs waited for them: a ConvNeXt cold
+    compile spent 3.2 s waiting on 41 compiles of at most 0.1 s each; with the import alone,
+    2.4 s (on the CPU a worker's first compile took 0.97 s, its second 0.04)."""
     import triton  # noqa: F401
     import triton.language  # noqa: F401
-    from triton.backends import backends
+    from triton.backends import backends   # discovers the targets' compiler modules
     from triton.compiler import ASTSource  # noqa: F401
-    for name, backend in backends.items():   # the target's compiler module (nvidia: ptxas, LLVM)
-        getattr(backend, "compiler", None)
     if "nvidia" in backends:
         try:
-            from triton.backends.nvidia import driver  # noqa: F401  (the launcher builder)
-        except Exception:  # noqa: BLE001 - imported at the first job instead, as before
+            from triton.backends.nvidia import driver   # the launcher builder
+            driver.libcuda_dirs()   # asks ldconfig where libcuda is, once per process
+        except Exception:  # noqa: BLE001 - at the first job instead (no libcuda on a CPU host)
             pass
+    import triton.compiler.code_generator  # noqa: F401  (imported by a first compile)
+    try:
+        # the first compile's cache key hashes Triton's own sources and libtriton (0.3 s on a
+        # 2-core CPU, 16 workers at once on one file after that): once per process, done now
+        from triton.runtime.cache import triton_key
+        triton_key()
+    except Exception:  # noqa: BLE001 - computed at the first job instead
+        pass
 
 
 def _serve() -> None:
