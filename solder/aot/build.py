@@ -251,7 +251,7 @@ def _leaves(args, kwargs, count: int) -> list:
 def _record_binaries(compiled, cfg, graph_args: list, members: dict) -> tuple[list, list]:
     """Run the graph once through recording runners (Solder's kernels) and recording launchers
     (user kernels); the binaries they keep go into the package. Returns both indexes."""
-    from ..codegen.wrapper import WrapperModule
+    from ..codegen.generated import WrapperModule
     from ..runtime import graph_cache
     from ..runtime.launch import load_module
     from ..runtime.user_kernel import UserKernelLauncher

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 
-import sympy
 import torch
 import torch.utils._pytree as pytree
 
@@ -41,6 +40,7 @@ def _size_text(v) -> str | int:
 
 def layout_of(meta: torch.Tensor) -> dict:
     """How an input must be laid out: contiguous, channels_last or explicit strides."""
+    import sympy   # here and below, not at import: loading a package needs no sympy
     shape = [_size_text(s) for s in meta.shape]
     strides = [_size_text(s) for s in meta.stride()]
     exprs = [sympy.sympify(s) for s in shape]
@@ -63,6 +63,7 @@ def layout_of(meta: torch.Tensor) -> dict:
 
 def _same(actual, expected, sizes) -> bool:
     # a dimension of size 1 may have any stride
+    import sympy
     return all(s == 1 or sympy.simplify(a - e) == 0 for a, e, s in zip(actual, expected, sizes))
 
 
@@ -196,6 +197,7 @@ def check_inputs(spec: dict, leaves: list, device: torch.device) -> tuple[list, 
                 exprs.append((name, d, want, int(got)))
         out.append(in_layout(x, entry, bound))
     for name, d, expr, got in exprs:
+        import sympy
         value = sympy.sympify(expr).subs({sympy.Symbol(k): v for k, v in bound.items()})
         if value.is_Integer and int(value) != got:
             raise PackageInputError(f"input {name}: dimension {d} must be {expr} = {int(value)}, "
@@ -231,6 +233,7 @@ def in_layout(x: torch.Tensor, entry: dict, bound: dict) -> torch.Tensor:
     if layout == "channels_last":
         fmt = torch.channels_last
         return x if x.is_contiguous(memory_format=fmt) else x.contiguous(memory_format=fmt)
+    import sympy
     subs = {sympy.Symbol(k): v for k, v in bound.items()}
     strides = tuple(int(sympy.sympify(s).subs(subs)) for s in entry["strides"])
     if all(n == 1 or s == w for n, s, w in zip(x.shape, x.stride(), strides)):

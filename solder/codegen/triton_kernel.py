@@ -12,7 +12,6 @@ Layout of a generated kernel:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import sympy
 import torch
@@ -22,6 +21,7 @@ from ..ir.indexing import FloorDiv, ModIndex
 from ..schedule.fusion import Kernel
 from ..schedule.prepare import RINDEX, XINDEX
 from . import scalar_ops
+from .generated import KernelSource  # noqa: F401  (what generate returns)
 from .launch_configs import exact_cover
 
 TL_DTYPE = {
@@ -36,23 +36,6 @@ TL_DTYPE = {
 def reg_dtype(dt: torch.dtype) -> torch.dtype:
     """Registers hold float16/bfloat16 values as float32 (eager's opmath)."""
     return torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
-
-
-@dataclass
-class KernelSource:
-    name: str
-    source: str
-    args: list          # ordered: ("ptr", buffer_name) | ("size", symbol_name) | ("numel", "x"/"r")
-                        #          | ("seed", slot)
-    is_reduction: bool
-    persistent: bool
-    xnumel: object
-    rnumel: object
-    int64: bool
-    origins: list = field(default_factory=list)
-    reduction_hint: str = "inner"   # "outer": rows are strided in memory (column reductions)
-    even: bool = False  # every launch config tiles the sizes exactly: no bounds masks
-    reload: bool = False  # a persistent kernel with a RELOAD constexpr (see _persistent_body)
 
 
 # sizes of symbolic shapes arrive with PyTorch's own sympy functions (Mod, FloorDiv, ...)

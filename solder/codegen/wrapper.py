@@ -8,8 +8,6 @@ bookkeeping). Allocations take over dead buffers where ``memory_plan`` finds one
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import sympy
 import torch
 
@@ -19,7 +17,7 @@ from ..lower.tensors import Stored
 from ..schedule.fusion import AllocStep, CallStep, Kernel
 from ..lower.extern import OUT_VARIANTS
 from .memory_plan import plan_reuse, writes_into_given_storage
-from .triton_kernel import KernelSource
+from .generated import KernelSource, WrapperModule  # noqa: F401  (WrapperModule: what generate returns)
 
 
 class PyPrinter:
@@ -72,13 +70,6 @@ class PyPrinter:
         if isinstance(e, sympy.Float):
             return repr(float(e))
         raise NotImplementedError(f"size expression {e} ({name})")
-
-
-@dataclass
-class WrapperModule:
-    source: str
-    ops: list = field(default_factory=list)
-    consts: list = field(default_factory=list)
 
 
 class WrapperGen:

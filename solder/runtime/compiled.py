@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from ..codegen.triton_kernel import KernelSource
+from ..codegen.generated import KernelSource
 from . import support
 from .launch import KernelRunner, load_module
 

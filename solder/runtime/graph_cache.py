@@ -25,11 +25,10 @@ import logging
 import re
 from typing import Any
 
-import sympy
 import torch
 
 from ..codegen.launch_configs import is_launch_config
-from ..codegen.triton_kernel import KernelSource
+from ..codegen.generated import KernelSource
 from .precompile import decode_jobs, encode_jobs
 
 log = logging.getLogger("solder")
@@ -228,7 +227,7 @@ class Entry:
 def decode(files: dict, name: str, objects: list | None = None) -> Entry:
     """Rebuild what ``CompiledGraph`` needs; raises ValueError (and friends) on a bad entry.
     ``objects`` are what ``encode``'s ``objects`` indexed (packages only)."""
-    from ..codegen.wrapper import WrapperModule
+    from ..codegen.generated import WrapperModule
     meta = json.loads(files["meta.json"].decode())
     old = meta["name"]
     # the wrapper names its graph (header, input-check messages): give it this compile's name
@@ -251,8 +250,8 @@ def decode(files: dict, name: str, objects: list | None = None) -> Entry:
 
 def _size(text: str):
     # numels are only printed on a hit, never evaluated: integers come back as integers,
-    # symbolic ones as their text
-    return sympy.Integer(int(text)) if re.fullmatch(r"-?\d+", text) else text
+    # symbolic ones as their text (no sympy: loading a cached graph or a package needs none)
+    return int(text) if re.fullmatch(r"-?\d+", text) else text
 
 
 def fill_report(report, data: dict) -> None:

@@ -16,7 +16,7 @@ import torch
 
 from ..codegen import launch_configs
 from ..codegen.scalar_ops import interpreting
-from ..codegen.triton_kernel import KernelSource
+from ..codegen.generated import KernelSource
 
 
 class KernelCompileError(RuntimeError):

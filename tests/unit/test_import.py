@@ -48,3 +48,30 @@ def test_python_dash_m_solder_lists_its_commands():
     assert out.returncode == 0, out.stderr[-2000:]
     for command in ("demo", "bench", "conformance", "explain", "cache", "aot"):
         assert f"  {command}" in out.stdout
+
+
+def test_import_loads_no_sympy():
+    # sympy is the compiler's (index math, code generation): importing solder does not need it
+    out = _run("""
+        import sys, torch
+        import solder
+        print("sympy loaded:", "sympy" in sys.modules)
+    """)
+    assert "sympy loaded: False" in out
+
+
+def test_loading_and_running_a_package_imports_no_part_of_the_compiler(tmp_path):
+    # a serving process loads the package and launches its kernels: no sympy, no Dynamo
+    path = tmp_path / "lin.solder"
+    _run(f"""
+        import torch, solder.aot
+        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU())
+        solder.aot.compile(m, (torch.randn(4, 8),), {str(path)!r})
+    """)
+    out = _run(f"""
+        import sys, torch, solder.aot
+        run = solder.aot.load({str(path)!r})
+        out = run(torch.randn(4, 8))
+        print("loaded:", [m for m in ("sympy", "torch._dynamo") if m in sys.modules])
+    """)
+    assert "loaded: []" in out, out
