@@ -22,7 +22,8 @@ class BackendResult:
     round_ms: list[float] = field(default_factory=list)   # one steady-state median per round
     host_ms: Optional[float] = None     # host time to issue one call (median over the rounds)
     compile_s: Optional[float] = None   # first call, compile included, caches off
-    kernels: Optional[int] = None       # generated kernels (solder: explain; inductor: profiler)
+    kernels: Optional[int] = None       # distinct generated kernels (solder: its compile's
+                                        # reports; inductor: distinct Triton kernels launched)
     launches: Optional[int] = None      # GPU kernel launches per call (CUDA only)
     # solder: launches per call that went through Triton's Python launcher instead of a launch
     # plan (a steady state should have none; launch hooks of a profiler force them)

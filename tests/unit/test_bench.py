@@ -166,3 +166,14 @@ def test_solder_kernels_are_counted_from_the_cold_compile(tmp_path):
     solder = case["backends"]["solder"]
     assert solder["status"] == "ok" and solder["kernels"] == 1   # the chain is one kernel
     assert len(solder["round_ms"]) == 2 and solder["host_ms"] > 0
+
+
+def test_solder_counts_distinct_kernels_like_inductor():
+    # identical layers generate identical kernels, compiled once: the column counts them once
+    from types import SimpleNamespace
+    from solder.bench.runner import distinct_kernels
+    from solder.pipeline import GraphReport
+    fw = GraphReport("graph0_forward", "forward", kernels=["k0", "k1", "k2", "k3"],
+                     timings={"kernels": 4, "distinct_kernels": 2})
+    bw = GraphReport("graph1_backward", "backward", kernels=["k0"])   # no count: all of them
+    assert distinct_kernels([SimpleNamespace(graphs=[fw, bw])]) == 3
