@@ -17,7 +17,7 @@ from ..lower.tensors import Stored
 from ..schedule.fusion import AllocStep, CallStep, Kernel
 from ..lower.extern import OUT_VARIANTS
 from .memory_plan import plan_reuse, writes_into_given_storage
-from .generated import KernelSource, WrapperModule  # noqa: F401  (WrapperModule: what generate returns)
+from .generated import KernelSource, WrapperModule  # noqa: F401  (generate returns one)
 
 
 class PyPrinter:

@@ -241,7 +241,7 @@ def _tuples(v):
     return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
 
 
-def _import_compiler() -> None:
+def _prepare_compiler() -> None:
     """What every job needs, done before the first job arrives: the workers start while Solder
     captures the graph (``warm``), so Triton's import and its one-time compile setup are over
     by the time the kernels are. Without this the first jobs waited for them: a ConvNeXt cold
@@ -271,7 +271,7 @@ def _serve() -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)   # what Triton or a kernel module prints must not reach the answers
     try:
-        _import_compiler()
+        _prepare_compiler()
     except Exception:  # noqa: BLE001 - each job then imports what it needs and reports errors
         pass
     modules: dict = {}
