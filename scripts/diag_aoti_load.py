@@ -38,6 +38,28 @@ LOADS = {
                        "run = torch._inductor.aoti_load_package(p)",
 }
 
+# inductor's older path: a bare shared library (no package) loaded by a runner, not by
+# AOTIModelPackageLoader: tells whether the crash is in the package loader or in the model
+SO_PATH = """
+import faulthandler, sys; faulthandler.enable()
+import torch, torch._inductor
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__(); self.lin = torch.nn.Linear(64, 64)
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * 2
+torch.manual_seed(0)
+m = M().cuda().eval(); x = torch.randn(8, 64, device="cuda")
+with torch.no_grad():
+    ep = torch.export.export(m, (x,))
+    so = torch._inductor.aot_compile(ep.module(), (x,))
+print("built", so, flush=True)
+runner = torch._C._aoti.AOTIModelContainerRunnerCuda(so, 1, "cuda")
+print("loaded", flush=True)
+out = runner.run([x])
+torch.cuda.synchronize(); print("ran", tuple(out[0].shape), flush=True)
+"""
+
 RUN = """
 import faulthandler, sys; faulthandler.enable()
 import torch, torch._inductor
@@ -67,7 +89,9 @@ def main() -> int:
         return 1
     for name, load in LOADS.items():
         rc, out = _py(RUN.format(load=load), pkg, timeout=120)
-        print(f"== {name} rc={rc}\n{textwrap.indent(out, '  ')}")
+        print(f"== {name} rc={rc}\n{textwrap.indent(out, '  ')}", flush=True)
+    rc, out = _py(SO_PATH, timeout=300)
+    print(f"== shared library without a package rc={rc}\n{textwrap.indent(out, '  ')}")
     return 0
 
 
