@@ -184,6 +184,7 @@ def _compile_and_load(jobs, on_device, threads, stats, processes: int = 0) -> fl
             _compile_in_workers(jobs, on_device, processes, stats)
         except Exception as e:  # noqa: BLE001 - the thread pool below compiles them all
             stats["precompile_workers_failed"] = f"{type(e).__name__}: {e}"
+    t_pool = time.perf_counter()
     with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix=POOL_THREAD_PREFIX) as pool:
         # A kernel's first launch would load its binary and build its launcher (a small C
         # module per argument signature, compiled with the system C compiler where Triton's
@@ -200,7 +201,9 @@ def _compile_and_load(jobs, on_device, threads, stats, processes: int = 0) -> fl
         # what Triton already held in memory came back at once, not through the pool
         ready = {id(k): k for k in results if k is not None and not hasattr(k, "future")}
         list(pool.map(lambda k: _load(k, on_device), ready.values()))
-    # thread-seconds, summed over the pool: which half of the work the wall time went to
+    # the pool's wall time (after the workers: reading their binaries back), then its
+    # thread-seconds: which half of the work the wall time went to
+    stats["precompile_pool_s"] = time.perf_counter() - t_pool
     stats["precompile_compile_thread_s"] = sum(r[0] for r in executor.per_job)
     stats["precompile_load_thread_s"] = sum(r[1] for r in executor.per_job)
     slowest = sorted(executor.per_job, key=lambda r: -r[0])[:5]
@@ -219,6 +222,7 @@ def _compile_in_workers(jobs, on_device, processes: int, stats: dict) -> None:
     with on_device():
         target = driver.active.get_current_target()
         records = compile_workers.record([lambda job=job: _warmup(job) for job in jobs])
+    stats["precompile_record_s"] = time.perf_counter() - t0
     stats["precompile_in_workers"] = compile_workers.compile_ahead(records, target, processes)
     stats["precompile_workers_s"] = time.perf_counter() - t0
 

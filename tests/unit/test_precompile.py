@@ -268,6 +268,8 @@ def test_workers_that_cannot_start_leave_the_compiles_to_the_pool(monkeypatch):
     pre._compile_and_load([pre.Job("k0", Fn(), [], {"XBLOCK": 1})], contextlib.nullcontext, 2,
                           stats, processes=2)
     assert stats["precompile_workers_failed"] == "RuntimeError: no driver"
+    # the pool's own wall time is reported beside its thread-seconds
+    assert isinstance(stats["precompile_pool_s"], float) and stats["precompile_pool_s"] >= 0
 
 
 def test_a_forked_child_starts_its_own_background_thread(monkeypatch):
