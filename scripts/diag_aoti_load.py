@@ -14,8 +14,10 @@ import sys
 import tempfile
 import textwrap
 
-BUILD = """
-import torch, sys
+# the one-layer model both builds export, on the GPU, with its example input
+MODEL = """
+import faulthandler, sys; faulthandler.enable()
+import torch, torch._inductor
 class M(torch.nn.Module):
     def __init__(self):
         super().__init__(); self.lin = torch.nn.Linear(64, 64)
@@ -23,6 +25,9 @@ class M(torch.nn.Module):
         return torch.relu(self.lin(x)) * 2
 torch.manual_seed(0)
 m = M().cuda().eval(); x = torch.randn(8, 64, device="cuda")
+"""
+
+BUILD = MODEL + """
 with torch.no_grad():
     ep = torch.export.export(m, (x,))
     path = torch._inductor.aoti_compile_and_package(ep, package_path=sys.argv[1])
@@ -40,16 +45,7 @@ LOADS = {
 
 # inductor's older path: a bare shared library (no package) loaded by a runner, not by
 # AOTIModelPackageLoader: tells whether the crash is in the package loader or in the model
-SO_PATH = """
-import faulthandler, sys; faulthandler.enable()
-import torch, torch._inductor
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__(); self.lin = torch.nn.Linear(64, 64)
-    def forward(self, x):
-        return torch.relu(self.lin(x)) * 2
-torch.manual_seed(0)
-m = M().cuda().eval(); x = torch.randn(8, 64, device="cuda")
+SO_PATH = MODEL + """
 with torch.no_grad():
     ep = torch.export.export(m, (x,))
     so = torch._inductor.aot_compile(ep.module(), (x,))

@@ -34,6 +34,7 @@ def test_only_the_sides_asked_for_are_built_and_timed(tmp_path, monkeypatch, sid
     assert "| solder package | 1.0 | 1.0 | 2.000 | 2.000 |" in aot.table(res)
 
 
-def test_an_unknown_side_is_refused():
+def test_an_unknown_side_is_refused(capsys):
     with pytest.raises(SystemExit):
         aot.main(["--model", "gpt2", "--sides", "solder,tensorrt"])
+    assert "--sides takes solder and/or inductor" in capsys.readouterr().err
