@@ -41,9 +41,18 @@ for part in "$@"; do
           >> "$OUT/profile.txt" 2>> "$OUT/profile.err"
       done
     done
+    # [COMPILE_BACKENDS="solder inductor"] [COMPILE_PROF=1: also a cProfiled compile per case
+    # of Solder's, its stats in $OUT/<case>-solder.prof]
     for c in ${COMPILE_CASES:+${COMPILE_CASES//,/ }}; do
-      SOLDER_CACHE=0 TRITON_CACHE_DIR=$(mktemp -d) timeout 200 $PY -m solder.bench.profile "$c" --compile \
-        >> "$OUT/profile.txt" 2>> "$OUT/profile.err"
+      for b in ${COMPILE_BACKENDS:-solder}; do
+        profs=(""); [ -n "${COMPILE_PROF:-}" ] && [ $b = solder ] && profs+=("--compile-profile $OUT/$c-$b.prof")
+        for prof in "${profs[@]}"; do
+          SOLDER_CACHE=0 TRITON_CACHE_DIR=$(mktemp -d) TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) \
+            TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 timeout 200 \
+            $PY -m solder.bench.profile "$c" --backend $b --compile $prof \
+            >> "$OUT/profile.txt" 2>> "$OUT/profile.err"
+        done
+      done
     done
     for c in ${WARM_CASES:+${WARM_CASES//,/ }}; do   # a cold compile, then a new process on its caches
       sc=$(mktemp -d); tc=$(mktemp -d)

@@ -21,7 +21,10 @@ def main(argv=None) -> int:
     p.add_argument("--host-ops", action="store_true",
                    help="also list the host time by ATen op and CUDA runtime call")
     p.add_argument("--compile", action="store_true",
-                   help="Solder only: where the cold compile's time goes, stage by stage")
+                   help="where the cold compile's time goes: Solder's stages, and for either "
+                        "backend Dynamo's own timings (after the bench's warm-up compile)")
+    p.add_argument("--compile-profile", metavar="FILE",
+                   help="with --compile: cProfile the compile and write its stats to FILE")
     args = p.parse_args(argv)
     import solder  # noqa: F401  (registers the backend)
     from solder.bench.cases import all_cases
@@ -29,7 +32,7 @@ def main(argv=None) -> int:
     dev = torch.device("cuda")
     work = case.build(dev, False)
     if args.compile:
-        return _compile_breakdown(args.case, work)
+        return _compile_breakdown(args.case, work, args.backend, args.compile_profile)
     fn = work.fn if args.backend == "eager" else torch.compile(work.fn, backend=args.backend)
     n = 20
     prof = breakdown(f"{args.case} / {args.backend}", lambda: work.step(fn), args.top, n,
@@ -99,17 +102,45 @@ def breakdown(label: str, call, top: int = 15, n: int = 20, count_slow_launches:
     return prof
 
 
-def _compile_breakdown(name, work) -> int:
-    """Compile once with a fresh context and sum each stage's seconds over the graphs."""
-    from solder.backend import backend_for
-    from solder.config import from_env
-    from solder.pipeline import CompileContext
-    ctx = CompileContext(from_env())
-    fn = torch.compile(work.fn, backend=backend_for(None, ctx))
+def _compile_breakdown(name, work, backend: str = "solder", stats_file: str | None = None) -> int:
+    """Compile once (after the bench's warm-up compile, so one-time process costs are not
+    counted) and print Dynamo's timings; for Solder, each stage's seconds summed over graphs."""
+    from solder.bench.runner import warm_up_process
+    t0 = time.perf_counter()
+    warm_up_process([backend], torch.device("cuda"), print)
+    print(f"{name} / {backend}: warm-up compile {time.perf_counter() - t0:.2f} s")
+    torch._dynamo.utils.compilation_time_metrics.clear()
+    ctx = None
+    if backend == "solder":
+        from solder.backend import backend_for
+        from solder.config import from_env
+        from solder.pipeline import CompileContext
+        ctx = CompileContext(from_env())
+        fn = torch.compile(work.fn, backend=backend_for(None, ctx))
+    else:
+        fn = torch.compile(work.fn, backend=backend)
+    prof = None
+    if stats_file:
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
     t0 = time.perf_counter()
     work.step(fn)
     torch.cuda.synchronize()
     total = time.perf_counter() - t0
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(stats_file)
+    print(f"{name} / {backend} compile: {total:.2f} s for the first call")
+    print("  dynamo's timings (s): " + ", ".join(
+        f"{k} {sum(v):.2f}" for k, v in sorted(torch._dynamo.utils.compilation_time_metrics.items(),
+                                               key=lambda kv: -sum(kv[1]))[:12]))
+    if ctx is not None:
+        _solder_stages(ctx, total)
+    return 0
+
+
+def _solder_stages(ctx, total: float) -> None:
     stages: dict = {}
     counts: dict = {}
     for g in ctx.graphs:
@@ -126,14 +157,11 @@ def _compile_breakdown(name, work) -> int:
             else:                      # the cache state
                 counts[f"cache {v}"] = counts.get(f"cache {v}", 0) + 1
     kernels = sum(len(g.kernels) for g in ctx.graphs)
-    print(f"{name} / solder compile: {total:.2f} s for the first call, {len(ctx.graphs)} graphs, "
-          f"{kernels} kernels")
+    print(f"  {len(ctx.graphs)} graphs, {kernels} kernels")
     print("  " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
     for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
         print(f"  {k:<16} {v:8.2f} s")
     print(f"  {'(rest: dynamo, autograd, python)':<16} {total - sum(stages.values()):8.2f} s")
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
