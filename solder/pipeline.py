@@ -195,11 +195,12 @@ def _precompile(compiled, jobs, device, config, stats, cached: bool = False) -> 
     processes = default_processes() if config.compile_processes < 0 else config.compile_processes
     if cached:
         processes = 0
-    if not pre.start(jobs, device, threads, stats, processes=processes):
+    future = pre.start(jobs, device, threads, stats, processes=processes)
+    if future is None:
         return
 
     def wait():
-        stats["parallel_compile"] = stats.get("parallel_compile", 0.0) + pre.wait_all()
+        stats["parallel_compile"] = stats.get("parallel_compile", 0.0) + pre.wait_for(future)
     if config.overlap_compile:
         compiled.before_first_call.append(wait)
     else:

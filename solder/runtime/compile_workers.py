@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from queue import Empty, Queue
 
 
@@ -79,10 +80,14 @@ def record(warmups) -> list[dict]:
     return recorder.records
 
 
-def compile_ahead(records: list[dict], target, processes: int) -> int:
-    """Compile ``records`` in up to ``processes`` workers; returns how many compiled."""
+def compile_ahead(records: list[dict], target, processes: int, stats: dict | None = None) -> int:
+    """Compile ``records`` in up to ``processes`` workers; returns how many compiled. ``stats``
+    gets the workers' seconds summed over jobs, split into Triton's compile
+    (``precompile_worker_compile_s``) and the launcher builds (``precompile_worker_launcher_s``)."""
     if not records or processes <= 0:
         return 0
+    stats = stats if stats is not None else {}
+    seconds = {"precompile_worker_compile_s": 0.0, "precompile_worker_launcher_s": 0.0}
     pool = _pool(processes)
     jobs: Queue = Queue()
     for r in records:
@@ -96,14 +101,19 @@ def compile_ahead(records: list[dict], target, processes: int) -> int:
                 job = jobs.get_nowait()
             except Empty:
                 return
-            if worker.ask(job).get("ok"):
-                with lock:
-                    done[0] += 1
+            answer = worker.ask(job)
+            with lock:
+                done[0] += bool(answer.get("ok"))
+                for k, v in answer.get("seconds", {}).items():
+                    key = f"precompile_worker_{k}_s"
+                    if key in seconds and isinstance(v, (int, float)):
+                        seconds[key] += v
     threads = [threading.Thread(target=drain, args=(w,)) for w in pool[:len(records)]]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    stats.update({k: round(v, 2) for k, v in seconds.items()})
     return done[0]
 
 
@@ -188,7 +198,7 @@ def warm(processes: int) -> None:
 # In a worker
 
 
-def _compile(job: dict, modules: dict) -> str:
+def _compile(job: dict, modules: dict, seconds: dict) -> str:
     import importlib.util
 
     import triton
@@ -216,9 +226,13 @@ def _compile(job: dict, modules: dict) -> str:
     signature = {k: _tuples(v) for k, v in data["signature"].items()}
     options = {k: _tuples(v) for k, v in data["options"].items()}
     backend, arch, warp_size = job["target"]
+    t0 = time.perf_counter()
     kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs),
                             target=GPUTarget(backend, arch, warp_size), options=options)
-    return _build_launcher(kernel, backend)
+    t1 = time.perf_counter()
+    launcher = _build_launcher(kernel, backend)
+    seconds.update(compile=t1 - t0, launcher=time.perf_counter() - t1)
+    return launcher
 
 
 def _build_launcher(kernel, backend: str) -> str:
@@ -276,10 +290,12 @@ def _serve() -> None:
         pass
     modules: dict = {}
     for line in sys.stdin:
+        seconds: dict = {}
         try:
-            answer = {"ok": True, "launcher": _compile(json.loads(line), modules)}
+            answer = {"ok": True, "launcher": _compile(json.loads(line), modules, seconds)}
         except Exception as e:  # noqa: BLE001 - the job is compiled in Solder's process instead
             answer = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:500]}"}
+        answer["seconds"] = seconds
         out.write(json.dumps(answer) + "\n")
 
 

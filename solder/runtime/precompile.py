@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import torch
@@ -124,8 +124,11 @@ def precompile(jobs: list[Job], device: torch.device, threads: int,
 
 # Graph precompiles run one after another on one background thread (each spreads its jobs over
 # its own pool), so a graph's kernels compile while the program goes on: AOTAutograd lowers the
-# backward graph, Dynamo traces on. Every first call waits for all of them: a launch that found
-# its kernel still compiling would compile it a second time.
+# backward graph, Dynamo traces on. A graph's first call waits for its own precompile
+# (``wait_for``): its kernels are then in their JIT functions' caches. The precompiles queued
+# after it (a backward graph's, whose kernels only the backward launches) go on meanwhile; two
+# graphs that share a kernel module are safe too, as the queue finishes the earlier graph's
+# first and a later warmup finds the kernel already compiled.
 _BACKGROUND: ThreadPoolExecutor | None = None
 _BACKGROUND_PID = 0   # a forked child inherits the executor but not its thread: it makes its own
 _PENDING: set = set()
@@ -134,12 +137,13 @@ POOL_THREAD_PREFIX = "solder-precompile"
 
 
 def start(jobs: list[Job], device: torch.device, threads: int, stats: dict | None = None,
-          on_device=None, processes: int = 0) -> bool:
-    """Starts compiling ``jobs`` in the background; False where there is nothing to do.
-    ``on_device``: a context factory that makes ``device`` current (default torch.cuda's)."""
+          on_device=None, processes: int = 0) -> Future | None:
+    """Starts compiling ``jobs`` in the background; returns its future (for ``wait_for``), or
+    None where there is nothing to do. ``on_device``: a context factory that makes ``device``
+    current (default torch.cuda's)."""
     global _BACKGROUND, _BACKGROUND_PID
     if threads <= 1 or len(jobs) < 2 or interpreting() or device.type != "cuda":
-        return False
+        return None
     if _BACKGROUND is None or _BACKGROUND_PID != os.getpid():
         _BACKGROUND = ThreadPoolExecutor(1, thread_name_prefix=POOL_THREAD_PREFIX + "-graphs")
         _BACKGROUND_PID = os.getpid()
@@ -151,12 +155,22 @@ def start(jobs: list[Job], device: torch.device, threads: int, stats: dict | Non
     with _PENDING_LOCK:
         _PENDING.add(future)
     future.add_done_callback(_done)
-    return True
+    return future
 
 
 def _done(future) -> None:
     with _PENDING_LOCK:
         _PENDING.discard(future)
+
+
+def wait_for(future: Future) -> float:
+    """Blocks until one precompile (``start``'s future) is done; returns the seconds waited."""
+    t0 = time.perf_counter()
+    try:
+        future.result()
+    except Exception:  # noqa: BLE001 - each launch compiles again and reports
+        pass
+    return time.perf_counter() - t0
 
 
 def wait_all() -> float:
@@ -223,7 +237,8 @@ def _compile_in_workers(jobs, on_device, processes: int, stats: dict) -> None:
         target = driver.active.get_current_target()
         records = compile_workers.record([lambda job=job: _warmup(job) for job in jobs])
     stats["precompile_record_s"] = time.perf_counter() - t0
-    stats["precompile_in_workers"] = compile_workers.compile_ahead(records, target, processes)
+    stats["precompile_in_workers"] = compile_workers.compile_ahead(records, target, processes,
+                                                                    stats)
     stats["precompile_workers_s"] = time.perf_counter() - t0
 
 

@@ -39,7 +39,7 @@ SAME_COMPILE = textwrap.dedent('''
     knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
     sys.path.insert(0, sys.argv[2])
     import compile_workers_script as w
-    w._compile(json.loads(sys.argv[1]), {})
+    w._compile(json.loads(sys.argv[1]), {}, {})
     print(json.dumps(hits))
 ''')
 
@@ -72,7 +72,11 @@ class _Target:
 
 def test_a_worker_compiles_into_the_cache_that_a_fresh_process_then_hits(job, tmp_path):
     compile_workers._POOL.clear()   # workers inherit this test's TRITON_CACHE_DIR
-    assert compile_workers.compile_ahead([job], _Target(), 2) == 1
+    stats = {}
+    assert compile_workers.compile_ahead([job], _Target(), 2, stats) == 1
+    # the worker's own seconds come back, split into Triton's compile and the launcher build
+    assert stats["precompile_worker_compile_s"] > 0
+    assert stats["precompile_worker_launcher_s"] >= 0
     cubins = list((tmp_path / "triton-cache").rglob("*.cubin"))
     assert len(cubins) == 1
     r = _in_fresh_process(SAME_COMPILE, job, tmp_path)
@@ -174,7 +178,7 @@ LAUNCHER_FROM_CACHE = textwrap.dedent('''
     build._load_module_from_path = lambda name, path: Module
     sys.path.insert(0, sys.argv[2])
     import compile_workers_script as w
-    print("LAUNCHER", w._compile(json.loads(sys.argv[1]), {}))
+    print("LAUNCHER", w._compile(json.loads(sys.argv[1]), {}, {}))
 ''')
 
 

@@ -208,6 +208,45 @@ def test_a_graph_compiles_in_the_background_and_its_first_call_waits(monkeypatch
     assert pre.wait_all() < 0.5        # nothing left to wait for
 
 
+def test_a_graph_waits_for_its_own_precompile_not_for_the_ones_queued_after_it(monkeypatch):
+    # the forward's first call must not wait for the backward's kernels (queued behind it on the
+    # background thread): only the backward launches those
+    import contextlib
+    import threading
+
+    from triton.runtime._async_compile import active_mode
+
+    release_second = threading.Event()
+    done = []
+
+    class Compiled:
+        run = None
+
+    class Fn:
+        def __init__(self, name, gate=None):
+            self.name, self.gate = name, gate
+
+        def warmup(self, *args, grid, **cfg):
+            def compile_fn():
+                if self.gate is not None:
+                    self.gate.wait(10)
+                done.append(self.name)
+                return Compiled()
+            return active_mode.get().submit(self.name, compile_fn, lambda k: None)
+
+    monkeypatch.setattr(pre, "interpreting", lambda: False)
+    first = [pre.Job(f"f{i}", Fn(f"f{i}"), [], {"XBLOCK": 1}) for i in range(2)]
+    second = [pre.Job(f"b{i}", Fn(f"b{i}", release_second), [], {"XBLOCK": 1}) for i in range(2)]
+    f1 = pre.start(first, torch.device("cuda"), 2, {}, on_device=contextlib.nullcontext)
+    f2 = pre.start(second, torch.device("cuda"), 2, {}, on_device=contextlib.nullcontext)
+    try:
+        assert pre.wait_for(f1) < 5
+        assert sorted(done) == ["f0", "f1"] and not f2.done()   # the second still compiling
+    finally:
+        release_second.set()
+    assert pre.wait_for(f2) < 5 and sorted(done) == ["b0", "b1", "f0", "f1"]
+
+
 def test_overlapping_counters_on_two_threads_count_their_own_compiles():
     # a background precompile (pool threads) and a launch on the main thread count at the same
     # time; each block gets its own thread's compiles, and the user's listener is back at the end
