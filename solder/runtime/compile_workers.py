@@ -16,7 +16,7 @@ How (``runtime/precompile.py`` calls ``compile_ahead`` before its thread pool):
    name, specialization, target and environment give the same cache key the JIT computes.
 3. *Load.* The thread pool then runs the jobs as before: each compile is a cache hit (the binary
    read back), then the binary loads and the launcher is found in the cache too (the workers
-   build each kernel's launcher stub with the C compiler after its compile).
+   build each distinct launcher stub with the C compiler, once, after a compile that needs it).
 A specialization that fails to record or to compile in a worker is compiled in step 3 as before,
 which reports any error the usual way.
 
@@ -90,8 +90,9 @@ def compile_ahead(records: list[dict], target, processes: int, stats: dict | Non
     seconds = {"precompile_worker_compile_s": 0.0, "precompile_worker_launcher_s": 0.0}
     pool = _pool(processes)
     jobs: Queue = Queue()
-    for r in records:
-        jobs.put({**r, "target": [target.backend, target.arch, target.warp_size]})
+    for r, builds_launcher in zip(records, _first_of_each_launcher(records)):
+        jobs.put({**r, "target": [target.backend, target.arch, target.warp_size],
+                  "launcher": builds_launcher})
     done = [0]
     lock = threading.Lock()
 
@@ -115,6 +116,23 @@ def compile_ahead(records: list[dict], target, processes: int, stats: dict | Non
         t.join()
     stats.update({k: round(v, 2) for k, v in seconds.items()})
     return done[0]
+
+
+def _first_of_each_launcher(records: list[dict]) -> list[bool]:
+    """Which records build their launcher: the first of each argument signature. A launcher's
+    C source (and so its cache entry) depends on the kernel's signature alone, and the jobs of
+    one graph share a handful; left to every job, the workers built the same stubs side by side
+    (a LLaMA step's 69 jobs spent 15 worker-seconds on launchers, as much as on the kernels).
+    The rest find the stub in Triton's cache when Solder's process loads them."""
+    seen, first = set(), []
+    for r in records:
+        try:
+            key = json.dumps(json.loads(r["data"])["signature"], sort_keys=True)
+        except (KeyError, TypeError, ValueError):
+            key = None   # unreadable: let it build its own
+        first.append(key is None or key not in seen)
+        seen.add(key)
+    return first
 
 
 # a compile that takes longer than this is given up (the worker is killed and replaced); the
@@ -230,7 +248,8 @@ def _compile(job: dict, modules: dict, seconds: dict) -> str:
     kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs),
                             target=GPUTarget(backend, arch, warp_size), options=options)
     t1 = time.perf_counter()
-    launcher = _build_launcher(kernel, backend)
+    launcher = (_build_launcher(kernel, backend) if job.get("launcher", True)
+                else "built by the first job of its signature")
     seconds.update(compile=t1 - t0, launcher=time.perf_counter() - t1)
     return launcher
 
@@ -245,7 +264,7 @@ def _build_launcher(kernel, backend: str) -> str:
         return "launchers are built ahead only for CUDA"
     try:
         from triton.backends.nvidia.driver import CudaLauncher
-        CudaLauncher(kernel.src, kernel.metadata)   # builds, caches, loads (no GPU touched)
+        CudaLauncher(kernel.src, kernel.metadata)   # builds and caches (loads nothing in _serve)
         return "built"
     except Exception as e:  # noqa: BLE001 - e.g. no libcuda on this host
         return f"{type(e).__name__}: {str(e)[:200]}"
@@ -281,10 +300,21 @@ def _prepare_compiler() -> None:
         pass
 
 
+def _skip_loading_launchers() -> None:
+    """A worker never launches a kernel: a launcher built into Triton's cache is all it needs.
+    Loading it would also load libcuda into every worker, for nothing."""
+    from triton.runtime import build
+
+    class NotLoaded:
+        launch = None
+    build._load_module_from_path = lambda name, path: NotLoaded
+
+
 def _serve() -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)   # what Triton or a kernel module prints must not reach the answers
     try:
+        _skip_loading_launchers()
         _prepare_compiler()
     except Exception:  # noqa: BLE001 - each job then imports what it needs and reports errors
         pass

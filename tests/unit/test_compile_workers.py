@@ -210,6 +210,26 @@ def test_a_worker_builds_the_launcher_that_a_fresh_process_then_finds(job, tmp_p
     compile_workers._POOL.clear()
 
 
+def test_each_launcher_signature_is_built_by_one_job_only(job, tmp_path, fake_libcuda):
+    # two configs of one kernel share a launcher (same signature) and a third job has another:
+    # the workers build two stubs, not three, and the jobs that did not build theirs say so
+    spec = json.loads(job["data"])
+    other = {**spec, "constant_vals": [256]}
+    wider = {**spec, "signature": {**spec["signature"], "xnumel": "i64"}}
+    records = [job, {**job, "data": json.dumps(other)}, {**job, "data": json.dumps(wider)}]
+    assert compile_workers._first_of_each_launcher(records) == [True, False, True]
+    assert compile_workers._first_of_each_launcher([{"data": "not json"}] * 2) == [True, True]
+    compile_workers._POOL.clear()   # workers inherit this test's environment
+    stats = {}
+    assert compile_workers.compile_ahead(records, _Target(), 2, stats) == 3
+    assert len(list((tmp_path / "triton-cache").rglob("__triton_launcher*.so"))) == 2
+    assert len(list((tmp_path / "triton-cache").rglob("*.cubin"))) == 3
+    worker = compile_workers._pool(1)[0]
+    answer = worker.ask({**records[1], "target": ["cuda", 90, 32], "launcher": False})
+    assert answer["launcher"] == "built by the first job of its signature"
+    compile_workers._POOL.clear()
+
+
 def test_the_default_worker_count_is_shared_among_torchrun_ranks_and_capped(monkeypatch):
     from solder.runtime import compile_workers, precompile
     monkeypatch.setattr(precompile, "default_threads", lambda: 128)
