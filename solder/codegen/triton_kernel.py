@@ -67,6 +67,14 @@ class Printer:
             # PyTorch's symbolic-shape division (in sizes): floor, so non-negative operands only
             if e.args[0].is_nonnegative and e.args[1].is_positive:
                 return f"({self(e.args[0])} // {self(e.args[1])})"
+        if isinstance(e, (sympy.Max, sympy.Min, _torch_sympy.Max, _torch_sympy.Min)):
+            # in symbolic strides, e.g. Max(1, padded length) (GPT-2's attention on CUDA, torch 2.11)
+            fn = "tl.maximum" if isinstance(e, (sympy.Max, _torch_sympy.Max)) else "tl.minimum"
+            args = sorted(e.args, key=str)
+            out = self(args[0])
+            for a in args[1:]:
+                out = f"{fn}({out}, {self(a)})"
+            return out
         if isinstance(e, _torch_sympy.PowByNatural) and e.args[1].is_Integer:
             return "(" + " * ".join([self(e.args[0])] * int(e.args[1])) + ")"
         if isinstance(e, sympy.floor) and e.args[0].is_Mul:

@@ -65,10 +65,17 @@ def test_kernel_printer_handles_pytorch_symbolic_size_functions():
     assert p(F.PythonMod(s, 8)) == "(ks0 % 8)"
     assert p(F.FloorDiv(s, 8)) == "(ks0 // 8)"
     assert p(3 * s + F.Mod(s, 8)) == "((3 * ks0) + (ks0 % 8))"
+    # torch 2.11 on CUDA: a padded attention mask's stride
+    padded = F.Max(1, s - F.Mod(s, 8) + 8)
+    assert p(padded) == "tl.maximum(1, ((-1 * (ks0 % 8)) + ks0 + 8))"
+    assert p(F.Min(s, 4, 2 * s)) == "tl.minimum(tl.minimum((2 * ks0), 4), ks0)"
+    tl = type("tl", (), {"maximum": staticmethod(max), "minimum": staticmethod(min)})
     for value in range(0, 40, 3):   # the printed forms compute what sympy says
-        env = {"ks0": value}
+        env = {"ks0": value, "tl": tl}
         assert eval(p(F.Mod(s, 8)), env) == value % 8
         assert eval(p(F.FloorDiv(s, 8)), env) == value // 8
+        assert eval(p(padded), env) == max(1, value - value % 8 + 8)
+        assert eval(p(F.Min(s, 4, 2 * s)), env) == min(value, 4)
 
 
 def test_remembered_simplifications_depend_on_the_extents():
