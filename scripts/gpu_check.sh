@@ -6,6 +6,7 @@
 #   PROFILE_CASES=resnet50 scripts/gpu_check.sh profile
 #   SWEEP_CASES=layernorm scripts/gpu_check.sh sweep   # launch configs against inductor
 #   AOT_MODELS=gpt2 scripts/gpu_check.sh aot            # AOT packages against inductor's
+#   COMPILE_TIME_CASES=resnet50 scripts/gpu_check.sh compile   # cold compiles, fresh processes
 #   scripts/gpu_check.sh conformance        # OpInfo suite on the GPU (CONF_ARGS, CONF_JOBS)
 set -u
 OUT=${OUT:-/tmp/solder-gpu}; mkdir -p "$OUT"
@@ -19,7 +20,9 @@ for part in "$@"; do
   tests)
     # tests/kernels in two shards: as one it needed more than 270 s on the H200 (session 10)
     k=tests/kernels
-    shards=("$k/test_pointwise.py $k/test_reductions.py $k/test_views.py $k/test_scatter.py $k/test_sorting.py $k/test_special_functions.py"
+    # (the first shard needed more than 420 s as one on the H200 in session 14: now two)
+    shards=("$k/test_pointwise.py $k/test_reductions.py $k/test_views.py"
+            "$k/test_scatter.py $k/test_sorting.py $k/test_special_functions.py"
             "$k --ignore=$k/test_user_kernels_matrix.py --ignore=$k/test_user_kernels_gpu.py --ignore=$k/test_scatter_props.py --ignore=$k/test_pointwise.py --ignore=$k/test_reductions.py --ignore=$k/test_views.py --ignore=$k/test_scatter.py --ignore=$k/test_sorting.py --ignore=$k/test_special_functions.py"
             "tests/kernels/test_user_kernels_matrix.py tests/kernels/test_user_kernels_gpu.py"
             "tests/kernels/test_scatter_props.py tests/unit $(ls -d tests/aot 2>/dev/null)"
@@ -64,6 +67,13 @@ for part in "$@"; do
     done
     cat "$OUT/profile.txt"; tail -3 "$OUT/profile.err"
     (cd "$OUT" && tar czf debug.tgz debug && rm -rf debug)
+    ;;
+  compile)   # COMPILE_TIME_CASES=resnet50,llama_train [COMPILE_REPS=2]: cold compiles, each in a
+             # fresh process, backends alternating first (solder/bench/compile_time.py)
+    timeout "${COMPILE_TIME_S:-500}" $PY -m solder.bench.compile_time \
+      --cases "${COMPILE_TIME_CASES:-gpt2,llama_train,resnet50}" --reps "${COMPILE_REPS:-2}" \
+      --json "$OUT/compile_time.json" > "$OUT/compile_time.txt" 2> "$OUT/compile_time.err"
+    echo "compile rc=$?"; cat "$OUT/compile_time.txt"; grep -v "^ " "$OUT/compile_time.err" | tail -20
     ;;
   bench)
     timeout "${BENCH_S:-300}" $PY -m solder bench ${CASES:+--cases "$CASES"} --json "$OUT/bench.json" \

@@ -1,0 +1,124 @@
+"""Cold compiles, each in a fresh process: ``python -m solder.bench.compile_time``.
+
+``python -m solder bench`` times every backend's cold compile in one process, one case after
+another, inductor's right before Solder's. What ran before then changes the figure: on the H200
+(session 14) Solder's LLaMA-step compile took 20.1 s there and 10.7-14.8 s in fresh processes.
+This command starts a new process for each (case, backend, repetition), with every compile cache
+off and empty, after the bench's warm-up compile (imports and worker pools up, as in
+``solder.bench.profile --compile``), and alternates which backend goes first from one repetition
+to the next. It prints each case's median seconds per backend and Solder's over inductor's.
+
+    python -m solder.bench.compile_time --cases resnet50,llama_train --reps 3 [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from typing import Callable, Optional
+
+_FIRST_CALL = re.compile(r" / (\w+) compile: ([0-9.]+) s for the first call")
+
+
+def parse_seconds(output: str, backend: str) -> Optional[float]:
+    """The first-call seconds that ``solder.bench.profile --compile`` printed for ``backend``."""
+    for line in output.splitlines():
+        m = _FIRST_CALL.search(line)
+        if m and m.group(1) == backend:
+            return float(m.group(2))
+    return None
+
+
+def cold_environment(scratch: str) -> dict:
+    """Every compile cache off and empty: Solder's, inductor's (which also obeys the force flag)
+    and Triton's binaries."""
+    return {"SOLDER_CACHE": "0", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+            "TRITON_CACHE_DIR": os.path.join(scratch, "triton")}
+
+
+def run_in_fresh_process(case: str, backend: str, timeout_s: float) -> tuple[Optional[float], str]:
+    """One cold compile in a new interpreter; (seconds or None, the output's tail)."""
+    with tempfile.TemporaryDirectory(prefix="solder-compile-") as scratch:
+        env = {**os.environ, **cold_environment(scratch)}
+        try:
+            r = subprocess.run([sys.executable, "-m", "solder.bench.profile", case, "--backend",
+                                backend, "--compile"], capture_output=True, text=True, env=env,
+                               timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None, f"no result in {timeout_s:.0f} s"
+    out = r.stdout + r.stderr
+    return parse_seconds(r.stdout, backend), out[-1500:]
+
+
+def measure(cases: list[str], backends: list[str], reps: int,
+            run_one: Callable[[str, str], tuple[Optional[float], str]],
+            log: Callable[[str], None] = print) -> dict:
+    """{case: {backend: [seconds, ...]}}; a failed run is logged and left out."""
+    results: dict = {c: {b: [] for b in backends} for c in cases}
+    for rep in range(reps):
+        for case in cases:
+            order = backends if rep % 2 == 0 else list(reversed(backends))
+            for backend in order:
+                seconds, tail = run_one(case, backend)
+                if seconds is None:
+                    log(f"{case} / {backend} (repetition {rep + 1}): no compile time\n{tail}")
+                    continue
+                results[case][backend].append(seconds)
+                log(f"{case} / {backend} (repetition {rep + 1}): {seconds:.2f} s")
+    return results
+
+
+def table(results: dict, backends: list[str]) -> str:
+    head = "case".ljust(14) + "".join(f"{b + ' s (runs)':>30}" for b in backends)
+    ratio = "solder" in backends and "inductor" in backends
+    lines = [head + ("  solder/inductor" if ratio else "")]
+    for case, by_backend in results.items():
+        row = case.ljust(14)
+        medians = {}
+        for b in backends:
+            runs = by_backend[b]
+            if runs:
+                medians[b] = statistics.median(runs)
+                cell = f"{medians[b]:.2f} ({', '.join(f'{s:.1f}' for s in runs)})"
+            else:
+                cell = "failed"
+            row += f"{cell:>30}"
+        if ratio and "solder" in medians and "inductor" in medians:
+            row += f"  {medians['solder'] / medians['inductor']:15.2f}"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m solder.bench.compile_time",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--cases", default="gpt2,llama_train,resnet50",
+                   help="comma-separated bench cases (a GPU is needed)")
+    p.add_argument("--backends", default="inductor,solder")
+    p.add_argument("--reps", type=int, default=2, help="fresh processes per case and backend")
+    p.add_argument("--timeout", type=float, default=240, help="seconds per process")
+    p.add_argument("--json", help="write the seconds of every run here")
+    args = p.parse_args(argv)
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not cases or not backends or args.reps < 1:
+        p.error("give at least one case, one backend and one repetition")
+    results = measure(cases, backends, args.reps,
+                      lambda c, b: run_in_fresh_process(c, b, args.timeout),
+                      log=lambda s: print(s, file=sys.stderr, flush=True))
+    print(table(results, backends))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    complete = all(runs for by_backend in results.values() for runs in by_backend.values())
+    return 0 if complete else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The fresh-process cold-compile command (solder/bench/compile_time.py), without a GPU: what
+it reads from each process, the order it runs them in, and its table."""
+import pytest
+
+from solder.bench import compile_time as ct
+
+PROFILE_OUTPUT = """llama_train / solder: warm-up compile 3.96 s
+llama_train / solder compile: 10.71 s for the first call
+  dynamo's timings (s): _compile.compile_inner 6.20
+"""
+
+
+def test_the_first_call_seconds_are_read_for_the_backend_asked():
+    assert ct.parse_seconds(PROFILE_OUTPUT, "solder") == 10.71
+    assert ct.parse_seconds(PROFILE_OUTPUT, "inductor") is None   # the warm-up line is not it
+    assert ct.parse_seconds("Traceback ...", "solder") is None
+
+
+def test_backends_alternate_first_and_failed_runs_are_left_out():
+    calls, logged = [], []
+    seconds = iter([2.0, 1.0, None, 3.0, 4.0, 1.5, 2.5, 1.0])
+
+    def run_one(case, backend):
+        calls.append((case, backend))
+        s = next(seconds)
+        return s, "boom" if s is None else ""
+    results = ct.measure(["a", "b"], ["inductor", "solder"], 2, run_one, log=logged.append)
+    assert calls == [("a", "inductor"), ("a", "solder"), ("b", "inductor"), ("b", "solder"),
+                     ("a", "solder"), ("a", "inductor"), ("b", "solder"), ("b", "inductor")]
+    assert results == {"a": {"inductor": [2.0, 1.5], "solder": [1.0, 4.0]},
+                       "b": {"inductor": [1.0], "solder": [3.0, 2.5]}}
+    assert any("b / inductor (repetition 1): no compile time" in s and "boom" in s
+               for s in logged)
+    text = ct.table(results, ["inductor", "solder"])
+    a_row = next(line for line in text.splitlines() if line.startswith("a "))
+    assert "1.75 (2.0, 1.5)" in a_row and "2.50 (1.0, 4.0)" in a_row
+    assert a_row.rstrip().endswith("1.43")        # 2.50 / 1.75
+
+
+def test_every_cache_is_off_and_private_to_the_run(tmp_path):
+    env = ct.cold_environment(str(tmp_path))
+    assert env["SOLDER_CACHE"] == "0" and env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] == "1"
+    assert env["TRITON_CACHE_DIR"].startswith(str(tmp_path))
+    assert env["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))
+
+
+def test_a_run_without_cases_is_refused():
+    with pytest.raises(SystemExit):
+        ct.main(["--cases", "", "--reps", "1"])
