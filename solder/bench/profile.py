@@ -163,5 +163,6 @@ def _solder_stages(ctx, total: float) -> None:
         print(f"  {k:<16} {v:8.2f} s")
     print(f"  {'(rest: dynamo, autograd, python)':<16} {total - sum(stages.values()):8.2f} s")
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -68,7 +68,7 @@ class Printer:
             if e.args[0].is_nonnegative and e.args[1].is_positive:
                 return f"({self(e.args[0])} // {self(e.args[1])})"
         if isinstance(e, (sympy.Max, sympy.Min, _torch_sympy.Max, _torch_sympy.Min)):
-            # in symbolic strides, e.g. Max(1, padded length) (GPT-2's attention on CUDA, torch 2.11)
+            # e.g. Max(1, s - Mod(s, 8) + 8): GPT-2 with a symbolic sequence length, torch 2.11
             fn = "tl.maximum" if isinstance(e, (sympy.Max, _torch_sympy.Max)) else "tl.minimum"
             args = sorted(e.args, key=str)
             out = self(args[0])

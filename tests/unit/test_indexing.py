@@ -65,7 +65,7 @@ def test_kernel_printer_handles_pytorch_symbolic_size_functions():
     assert p(F.PythonMod(s, 8)) == "(ks0 % 8)"
     assert p(F.FloorDiv(s, 8)) == "(ks0 // 8)"
     assert p(3 * s + F.Mod(s, 8)) == "((3 * ks0) + (ks0 % 8))"
-    # torch 2.11 on CUDA: a padded attention mask's stride
+    # torch 2.11: GPT-2 with a symbolic sequence length (a size padded to a multiple of 8)
     padded = F.Max(1, s - F.Mod(s, 8) + 8)
     assert p(padded) == "tl.maximum(1, ((-1 * (ks0 % 8)) + ks0 + 8))"
     assert p(F.Min(s, 4, 2 * s)) == "tl.minimum(tl.minimum((2 * ks0), 4), ks0)"
