@@ -119,20 +119,29 @@ def compile_ahead(records: list[dict], target, processes: int, stats: dict | Non
 
 
 def _first_of_each_launcher(records: list[dict]) -> list[bool]:
-    """Which records build their launcher: the first of each argument signature. A launcher's
-    C source (and so its cache entry) depends on the kernel's signature alone, and the jobs of
-    one graph share a handful; left to every job, the workers built the same stubs side by side
+    """Which records build their launcher: the first of each launcher shape. A launcher's C
+    source (and so its cache entry) depends on the kind of each argument alone: a pointer of
+    any dtype, an integer or float of a given width, a constexpr; not on names. The jobs of one
+    graph share a handful, and left to every job the workers built the same stubs side by side
     (a LLaMA step's 69 jobs spent 15 worker-seconds on launchers, as much as on the kernels).
-    The rest find the stub in Triton's cache when Solder's process loads them."""
+    The rest find the stub in Triton's cache when Solder's process loads them; a shape guessed
+    wrong only means that launcher is built there, as without workers."""
     seen, first = set(), []
     for r in records:
         try:
-            key = json.dumps(json.loads(r["data"])["signature"], sort_keys=True)
-        except (KeyError, TypeError, ValueError):
+            key = json.dumps(_launcher_shape(list(json.loads(r["data"])["signature"].values())))
+        except (KeyError, TypeError, ValueError, AttributeError):
             key = None   # unreadable: let it build its own
         first.append(key is None or key not in seen)
         seen.add(key)
     return first
+
+
+def _launcher_shape(types):
+    """The argument kinds a launcher is generated from: every pointer type is one kind."""
+    if isinstance(types, list):
+        return [_launcher_shape(t) for t in types]
+    return "*" if isinstance(types, str) and types.startswith("*") else types
 
 
 # a compile that takes longer than this is given up (the worker is killed and replaced); the

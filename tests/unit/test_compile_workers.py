@@ -218,6 +218,10 @@ def test_each_launcher_signature_is_built_by_one_job_only(job, tmp_path, fake_li
     wider = {**spec, "signature": {**spec["signature"], "xnumel": "i64"}}
     records = [job, {**job, "data": json.dumps(other)}, {**job, "data": json.dumps(wider)}]
     assert compile_workers._first_of_each_launcher(records) == [True, False, True]
+    # other pointer dtypes and other names make the same launcher source
+    renamed = {**spec, "signature": {"a": "*bf16", "b": "*i64", "n": "i32", "B": "constexpr"}}
+    assert compile_workers._first_of_each_launcher(
+        [job, {**job, "data": json.dumps(renamed)}]) == [True, False]
     assert compile_workers._first_of_each_launcher([{"data": "not json"}] * 2) == [True, True]
     compile_workers._POOL.clear()   # workers inherit this test's environment
     stats = {}
@@ -228,6 +232,24 @@ def test_each_launcher_signature_is_built_by_one_job_only(job, tmp_path, fake_li
     answer = worker.ask({**records[1], "target": ["cuda", 90, 32], "launcher": False})
     assert answer["launcher"] == "built by the first job of its signature"
     compile_workers._POOL.clear()
+
+
+def test_launcher_shapes_that_match_make_the_same_launcher_source():
+    # the ground truth the sharing relies on: Triton's own launcher generator
+    pytest.importorskip("triton.backends.nvidia.driver")
+    from triton.backends.nvidia.driver import make_launcher
+    sigs = [{"p0": "*fp32", "p1": "*bf16", "n": "i32", "XBLOCK": "constexpr"},
+            {"x": "*i64", "y": "*fp16", "m": "i32", "R": "constexpr"},
+            {"p0": "*fp32", "p1": "*bf16", "n": "i64", "XBLOCK": "constexpr"},
+            {"p0": "*fp32", "n": "i32", "p1": "*bf16", "XBLOCK": "constexpr"}]
+    for a in sigs:
+        for b in sigs:
+            same_shape = (compile_workers._launcher_shape(list(a.values()))
+                          == compile_workers._launcher_shape(list(b.values())))
+            if same_shape:   # one shape, one source (the converse need not hold)
+                assert make_launcher({}, a, None) == make_launcher({}, b, None)
+    assert compile_workers._launcher_shape(list(sigs[0].values())) == \
+        compile_workers._launcher_shape(list(sigs[1].values()))
 
 
 def test_the_default_worker_count_is_shared_among_torchrun_ranks_and_capped(monkeypatch):
