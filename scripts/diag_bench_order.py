@@ -34,7 +34,8 @@ def flags() -> dict:
             "grad": torch.is_grad_enabled(), "gc": gc.isenabled(), "gc_thresholds": gc.get_threshold()}
 
 
-def children() -> list[str]:
+def child_stats() -> list[tuple[str, str, float]]:
+    """(pid, state, CPU seconds so far) of each child process (worker pools), from /proc."""
     out = []
     try:
         kids = open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()
@@ -43,10 +44,14 @@ def children() -> list[str]:
     for k in kids:
         try:
             st = open(f"/proc/{k}/stat").read().split()
-            out.append(f"{k}:{st[2]}:cpu={(int(st[13]) + int(st[14])) / os.sysconf('SC_CLK_TCK'):.1f}s")
+            out.append((k, st[2], (int(st[13]) + int(st[14])) / os.sysconf("SC_CLK_TCK")))
         except OSError:
             pass
     return out
+
+
+def children() -> list[str]:
+    return [f"{pid}:{state}:cpu={cpu:.1f}s" for pid, state, cpu in child_stats()]
 
 
 def state(label: str) -> None:

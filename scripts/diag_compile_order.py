@@ -23,23 +23,12 @@ import threading
 import time
 
 import torch
+from diag_bench_order import child_stats   # scripts/ is on the path when run
 
 
 def children_cpu_s() -> float:
-    """CPU seconds used so far by this process's children (worker pools), by /proc."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    try:
-        kids = open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()
-    except OSError:
-        return total
-    for k in kids:
-        try:
-            st = open(f"/proc/{k}/stat").read().split()
-            total += (int(st[13]) + int(st[14])) / tick
-        except OSError:
-            pass
-    return total
+    """CPU seconds used so far by this process's children (inductor's and Solder's workers)."""
+    return sum(cpu for _, _, cpu in child_stats())
 
 
 class GcTimer:
@@ -90,8 +79,8 @@ def main() -> None:
     p.add_argument("--case", default="llama_train")
     p.add_argument("--before", default="gpt2,resnet50")
     args = p.parse_args()
-    env = {**os.environ, "SOLDER_CACHE": "0", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
-           "TRITON_CACHE_DIR": tempfile.mkdtemp(), "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp()}
+    from solder.bench.compile_time import cold_environment
+    env = {**os.environ, **cold_environment(tempfile.mkdtemp(prefix="solder-diag-"))}
     fresh = subprocess.run([sys.executable, "-m", "solder.bench.profile", args.case, "--compile"],
                            capture_output=True, text=True, env=env)
     print("== fresh process\n" + fresh.stdout + fresh.stderr[-800:])

@@ -41,6 +41,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def cold_cache_variables(scratch: str) -> dict:
+    """Environment variables for compiles with no cache to find: inductor's caches forced off
+    (for its compile workers too) and empty cache folders under ``scratch`` for inductor and
+    for Triton's binaries."""
+    return {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+            "TRITON_CACHE_DIR": os.path.join(scratch, "triton")}
+
+
 @contextlib.contextmanager
 def cold_cache_environment(device_type: str) -> Iterator[None]:
     """Cold compiles for the run, everything restored afterwards: PyTorch's compile caches
@@ -51,9 +60,7 @@ def cold_cache_environment(device_type: str) -> Iterator[None]:
     import torch
 
     scratch = tempfile.mkdtemp(prefix="solder-bench-")
-    changes = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
-               "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
-               "TRITON_CACHE_DIR": os.path.join(scratch, "triton")}
+    changes = cold_cache_variables(scratch)
     if device_type != "cuda":
         changes["TRITON_INTERPRET"] = os.environ.get("TRITON_INTERPRET", "1")
     saved = {k: os.environ.get(k) for k in changes}

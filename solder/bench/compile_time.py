@@ -35,11 +35,9 @@ def parse_seconds(output: str, backend: str) -> Optional[float]:
 
 
 def cold_environment(scratch: str) -> dict:
-    """Every compile cache off and empty: Solder's, inductor's (which also obeys the force flag)
-    and Triton's binaries."""
-    return {"SOLDER_CACHE": "0", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
-            "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
-            "TRITON_CACHE_DIR": os.path.join(scratch, "triton")}
+    """Every compile cache off and empty: the bench's (inductor's, Triton's) and Solder's."""
+    from .cli import cold_cache_variables
+    return {**cold_cache_variables(scratch), "SOLDER_CACHE": "0"}
 
 
 def run_in_fresh_process(case: str, backend: str, timeout_s: float) -> tuple[Optional[float], str]:

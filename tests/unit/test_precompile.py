@@ -170,35 +170,40 @@ def test_each_compile_loads_its_binary_in_the_same_pool_job(monkeypatch):
     assert all(f"k{i} {{'XBLOCK': 1}}" in stats["precompile_slowest"] for i in range(3))
 
 
+class _GatedJit:
+    """A stand-in @triton.jit function whose warmup submits a compile to Triton's async mode;
+    the compile waits for ``gate`` (if any), reports a build as Triton does and appends
+    ``name`` to ``done``."""
+
+    class Compiled:
+        run = None
+
+    def __init__(self, name, done, gate=None):
+        self.name, self.done, self.gate = name, done, gate
+
+    def warmup(self, *args, grid, **cfg):
+        from triton.runtime._async_compile import active_mode
+
+        def compile_fn():
+            if self.gate is not None:
+                self.gate.wait(10)
+            from triton import knobs
+            knobs.compilation.listener(cache_hit=False)   # as Triton reports a build
+            self.done.append(self.name)
+            return self.Compiled()
+        return active_mode.get().submit(self.name, compile_fn, lambda k: None)
+
+
 def test_a_graph_compiles_in_the_background_and_its_first_call_waits(monkeypatch):
     # start() returns at once; the program goes on (here: the main thread checks the compile
     # has not finished); wait_all() blocks until it has, and counts the compiles of the pool
     import contextlib
     import threading
 
-    from triton.runtime._async_compile import active_mode
-
     release = threading.Event()
     done = []
-
-    class Compiled:
-        run = None
-
-    class Fn:
-        def __init__(self, i):
-            self.i = i
-
-        def warmup(self, *args, grid, **cfg):
-            def compile_fn():
-                release.wait(10)
-                from triton import knobs
-                knobs.compilation.listener(cache_hit=False)   # as Triton reports a build
-                done.append(self.i)
-                return Compiled()
-            return active_mode.get().submit(self.i, compile_fn, lambda k: None)
-
     monkeypatch.setattr(pre, "interpreting", lambda: False)
-    jobs = [pre.Job(f"k{i}", Fn(i), [], {"XBLOCK": 1}) for i in range(3)]
+    jobs = [pre.Job(f"k{i}", _GatedJit(i, done, release), [], {"XBLOCK": 1}) for i in range(3)]
     stats = {}
     assert pre.start(jobs, torch.device("cuda"), 2, stats, on_device=contextlib.nullcontext)
     assert done == []                  # still compiling: start did not wait
@@ -214,29 +219,12 @@ def test_a_graph_waits_for_its_own_precompile_not_for_the_ones_queued_after_it(m
     import contextlib
     import threading
 
-    from triton.runtime._async_compile import active_mode
-
     release_second = threading.Event()
     done = []
-
-    class Compiled:
-        run = None
-
-    class Fn:
-        def __init__(self, name, gate=None):
-            self.name, self.gate = name, gate
-
-        def warmup(self, *args, grid, **cfg):
-            def compile_fn():
-                if self.gate is not None:
-                    self.gate.wait(10)
-                done.append(self.name)
-                return Compiled()
-            return active_mode.get().submit(self.name, compile_fn, lambda k: None)
-
     monkeypatch.setattr(pre, "interpreting", lambda: False)
-    first = [pre.Job(f"f{i}", Fn(f"f{i}"), [], {"XBLOCK": 1}) for i in range(2)]
-    second = [pre.Job(f"b{i}", Fn(f"b{i}", release_second), [], {"XBLOCK": 1}) for i in range(2)]
+    first = [pre.Job(f"f{i}", _GatedJit(f"f{i}", done), [], {"XBLOCK": 1}) for i in range(2)]
+    second = [pre.Job(f"b{i}", _GatedJit(f"b{i}", done, release_second), [], {"XBLOCK": 1})
+              for i in range(2)]
     f1 = pre.start(first, torch.device("cuda"), 2, {}, on_device=contextlib.nullcontext)
     f2 = pre.start(second, torch.device("cuda"), 2, {}, on_device=contextlib.nullcontext)
     try:
