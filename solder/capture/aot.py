@@ -16,6 +16,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from ..pipeline import CompileContext, compile_graph
+from .cse import eliminate_common_subexpressions
 from .decompositions import solder_decompositions
 from .passes import prepare_graph
 from .attention_backends import restricted as attention_backends_restricted
@@ -59,7 +60,13 @@ def _compiler(kind: str, ctx: CompileContext):
 
 
 def _partition(joint, joint_inputs, **kwargs):
-    return min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor", **kwargs)
+    # Solder's own CSE, then the partitioner's turned off: it would import TorchInductor's
+    # pattern matcher at the process's first training compile (capture/cse.py)
+    eliminate_common_subexpressions(joint.graph)
+    joint.recompile()
+    with torch._functorch.config.patch(cse=False):
+        return min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor",
+                                                   **kwargs)
 
 
 @functools.lru_cache(maxsize=1)
