@@ -69,8 +69,10 @@ for part in "$@"; do
     (cd "$OUT" && tar czf debug.tgz debug && rm -rf debug)
     ;;
   compile)   # COMPILE_TIME_CASES=resnet50,llama_train [COMPILE_REPS=2]: cold compiles, each in a
-             # fresh process, backends alternating first (solder/bench/compile_time.py)
-    timeout "${COMPILE_TIME_S:-500}" $PY -m solder.bench.compile_time \
+             # fresh process, backends alternating first (solder/bench/compile_time.py);
+             # [COMPILE_VARIANTS="early=compile_backward_early=1 ..."]: Solder with settings changed
+    variants=(); for v in ${COMPILE_VARIANTS:-}; do variants+=(--variant "$v"); done
+    timeout "${COMPILE_TIME_S:-500}" $PY -m solder.bench.compile_time ${variants[@]+"${variants[@]}"} \
       --cases "${COMPILE_TIME_CASES:-gpt2,llama_train,resnet50}" --reps "${COMPILE_REPS:-2}" \
       --json "$OUT/compile_time.json" > "$OUT/compile_time.txt" 2> "$OUT/compile_time.err"
     echo "compile rc=$?"; cat "$OUT/compile_time.txt"; grep -v "^ " "$OUT/compile_time.err" | tail -20

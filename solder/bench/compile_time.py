@@ -9,6 +9,7 @@ off and empty, after the bench's warm-up compile (imports and worker pools up, a
 to the next. It prints each case's median seconds per backend and Solder's over inductor's.
 
     python -m solder.bench.compile_time --cases resnet50,llama_train --reps 3 [--json out.json]
+        [--variant early=compile_backward_early=1]   # also Solder with a setting changed
 """
 from __future__ import annotations
 
@@ -40,10 +41,29 @@ def cold_environment(scratch: str) -> dict:
     return {**cold_cache_variables(scratch), "SOLDER_CACHE": "0"}
 
 
-def run_in_fresh_process(case: str, backend: str, timeout_s: float) -> tuple[Optional[float], str]:
+def parse_variant(text: str) -> tuple[str, dict]:
+    """``NAME=FIELD=VALUE[,FIELD=VALUE]``: a column that runs Solder with those config fields
+    set (through their ``SOLDER_<FIELD>`` variables); (name, environment)."""
+    from solder.config import Config
+    name, _, settings = text.partition("=")
+    fields = {f.lower() for f in Config.__dataclass_fields__}
+    env = {}
+    for setting in filter(None, settings.split(",")):
+        field, eq, value = setting.partition("=")
+        if not eq or field.strip().lower() not in fields:
+            raise ValueError(f"--variant {text!r}: {setting!r} is not FIELD=VALUE with a field "
+                             f"of solder.config.Config")
+        env["SOLDER_" + field.strip().upper()] = value.strip()
+    if not name.strip() or name.strip() in ("solder", "inductor", "eager") or not env:
+        raise ValueError(f"--variant {text!r}: give a new column name and at least one setting")
+    return name.strip(), env
+
+
+def run_in_fresh_process(case: str, backend: str, timeout_s: float,
+                         extra_env: Optional[dict] = None) -> tuple[Optional[float], str]:
     """One cold compile in a new interpreter; (seconds or None, the output's tail)."""
     with tempfile.TemporaryDirectory(prefix="solder-compile-") as scratch:
-        env = {**os.environ, **cold_environment(scratch)}
+        env = {**os.environ, **cold_environment(scratch), **(extra_env or {})}
         try:
             r = subprocess.run([sys.executable, "-m", "solder.bench.profile", case, "--backend",
                                 backend, "--compile"], capture_output=True, text=True, env=env,
@@ -74,8 +94,9 @@ def measure(cases: list[str], backends: list[str], reps: int,
 
 def table(results: dict, backends: list[str]) -> str:
     head = "case".ljust(14) + "".join(f"{b + ' s (runs)':>30}" for b in backends)
-    ratio = "solder" in backends and "inductor" in backends
-    lines = [head + ("  solder/inductor" if ratio else "")]
+    # every column against inductor's (Solder's and its variants')
+    over = [b for b in backends if b != "inductor"] if "inductor" in backends else []
+    lines = [head + "".join(f"{b + '/inductor':>17}" for b in over)]
     for case, by_backend in results.items():
         row = case.ljust(14)
         medians = {}
@@ -87,8 +108,11 @@ def table(results: dict, backends: list[str]) -> str:
             else:
                 cell = "failed"
             row += f"{cell:>30}"
-        if ratio and "solder" in medians and "inductor" in medians:
-            row += f"  {medians['solder'] / medians['inductor']:15.2f}"
+        for b in over:
+            if b in medians and "inductor" in medians:
+                row += f"{medians[b] / medians['inductor']:17.2f}"
+            else:
+                row += f"{'-':>17}"
         lines.append(row)
     return "\n".join(lines)
 
@@ -101,14 +125,26 @@ def main(argv=None) -> int:
     p.add_argument("--backends", default="inductor,solder")
     p.add_argument("--reps", type=int, default=2, help="fresh processes per case and backend")
     p.add_argument("--timeout", type=float, default=240, help="seconds per process")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=FIELD=VALUE,...",
+                   help="also a column NAME: Solder with these config fields set, e.g. "
+                        "early=compile_backward_early=1 (repeatable)")
     p.add_argument("--json", help="write the seconds of every run here")
     args = p.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    try:
+        variants = dict(parse_variant(v) for v in args.variant)
+    except ValueError as e:
+        p.error(str(e))
+    backends += [v for v in variants if v not in backends]
     if not cases or not backends or args.reps < 1:
         p.error("give at least one case, one backend and one repetition")
-    results = measure(cases, backends, args.reps,
-                      lambda c, b: run_in_fresh_process(c, b, args.timeout),
+
+    def run_one(case, column):
+        if column in variants:
+            return run_in_fresh_process(case, "solder", args.timeout, variants[column])
+        return run_in_fresh_process(case, column, args.timeout)
+    results = measure(cases, backends, args.reps, run_one,
                       log=lambda s: print(s, file=sys.stderr, flush=True))
     print(table(results, backends))
     if args.json:

@@ -49,6 +49,7 @@ class _Recorder:
         self.thread = threading.get_ident()
         self.previous = previous
         self.records: list[dict] = []
+        self.warmup = 0   # the index of the warmup running now
 
     def __call__(self, **kw):
         if threading.get_ident() != self.thread:
@@ -58,18 +59,21 @@ class _Recorder:
         if code is None:
             return None
         self.records.append({"module": fn.module, "path": code.co_filename, "name": fn.name,
-                             "data": kw["compile"]["specialization_data"]})
+                             "data": kw["compile"]["specialization_data"],
+                             "warmup": self.warmup})
         return True
 
 
 def record(warmups) -> list[dict]:
-    """Run ``warmups`` (callables) with compiles skipped; the specializations they asked for."""
+    """Run ``warmups`` (callables) with compiles skipped; the specializations they asked for,
+    each with the index of its warmup (``"warmup"``)."""
     from triton import knobs
     previous = knobs.runtime.jit_cache_hook
     recorder = _Recorder(previous)
     knobs.runtime.jit_cache_hook = recorder
     try:
-        for warmup in warmups:
+        for i, warmup in enumerate(warmups):
+            recorder.warmup = i
             try:
                 warmup()
             except Exception:  # noqa: BLE001 - compiled (and reported) in step 3 instead
@@ -80,21 +84,27 @@ def record(warmups) -> list[dict]:
     return recorder.records
 
 
-def compile_ahead(records: list[dict], target, processes: int, stats: dict | None = None) -> int:
+def compile_ahead(records: list[dict], target, processes: int, stats: dict | None = None,
+                  on_compiled=None, thread_prefix: str = "solder-compile-worker") -> int:
     """Compile ``records`` in up to ``processes`` workers; returns how many compiled. ``stats``
     gets the workers' seconds summed over jobs, split into Triton's compile
-    (``precompile_worker_compile_s``) and the launcher builds (``precompile_worker_launcher_s``)."""
+    (``precompile_worker_compile_s``) and the launcher builds (``precompile_worker_launcher_s``).
+    ``on_compiled(record)`` runs as soon as a record's binary is in the cache, on the thread that
+    talks to that worker (named ``thread_prefix``...): loading it there overlaps the compiles
+    still running, where loading after the last one put every load on the critical path."""
     if not records or processes <= 0:
         return 0
     stats = stats if stats is not None else {}
     seconds = {"precompile_worker_compile_s": 0.0, "precompile_worker_launcher_s": 0.0}
     pool = _pool(processes)
     jobs: Queue = Queue()
-    for r, builds_launcher in zip(records, _first_of_each_launcher(records)):
+    shapes = [_launcher_key(r) for r in records]
+    for r, shape, builds_launcher in zip(records, shapes, _first_of_each(shapes)):
         jobs.put({**r, "target": [target.backend, target.arch, target.warp_size],
-                  "launcher": builds_launcher})
+                  "launcher": builds_launcher, "shape": shape})
     done = [0]
     lock = threading.Lock()
+    ready = _AfterItsLauncher(on_compiled)
 
     def drain(worker):
         while True:
@@ -109,7 +119,9 @@ def compile_ahead(records: list[dict], target, processes: int, stats: dict | Non
                     key = f"precompile_worker_{k}_s"
                     if key in seconds and isinstance(v, (int, float)):
                         seconds[key] += v
-    threads = [threading.Thread(target=drain, args=(w,)) for w in pool[:len(records)]]
+            ready.answered(job, bool(answer.get("ok")))
+    threads = [threading.Thread(target=drain, args=(w,), name=f"{thread_prefix}-{i}")
+               for i, w in enumerate(pool[:len(records)])]
     for t in threads:
         t.start()
     for t in threads:
@@ -118,23 +130,62 @@ def compile_ahead(records: list[dict], target, processes: int, stats: dict | Non
     return done[0]
 
 
-def _first_of_each_launcher(records: list[dict]) -> list[bool]:
+def _launcher_key(record: dict) -> str | None:
+    """The record's launcher shape as a string; None where its signature cannot be read."""
+    try:
+        return json.dumps(_launcher_shape(list(json.loads(record["data"])["signature"].values())))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _first_of_each(shapes: list) -> list[bool]:
     """Which records build their launcher: the first of each launcher shape. A launcher's C
     source (and so its cache entry) depends on the kind of each argument alone: a pointer of
     any dtype, an integer or float of a given width, a constexpr; not on names. The jobs of one
     graph share a handful, and left to every job the workers built the same stubs side by side
     (a LLaMA step's 69 jobs spent 15 worker-seconds on launchers, as much as on the kernels).
     The rest find the stub in Triton's cache when Solder's process loads them; a shape guessed
-    wrong only means that launcher is built there, as without workers."""
+    wrong only means that launcher is built there, as without workers. A shape that cannot be
+    read (None) builds its own."""
     seen, first = set(), []
-    for r in records:
-        try:
-            key = json.dumps(_launcher_shape(list(json.loads(r["data"])["signature"].values())))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            key = None   # unreadable: let it build its own
+    for key in shapes:
         first.append(key is None or key not in seen)
         seen.add(key)
     return first
+
+
+class _AfterItsLauncher:
+    """Hands each compiled record to ``on_compiled`` once its launcher is in the cache too: a
+    record whose shape's first job has not answered yet waits for it, else its load would build
+    the same launcher again in Solder's process. Runs on the threads that talk to the workers."""
+
+    def __init__(self, on_compiled):
+        self.on_compiled = on_compiled
+        self.lock = threading.Lock()
+        self.built: set = set()        # shapes whose first job has answered
+        self.waiting: dict = {}        # shape -> records compiled before it did
+
+    def answered(self, job: dict, ok: bool) -> None:
+        if self.on_compiled is None:
+            return
+        shape = job.get("shape")
+        with self.lock:
+            if job.get("launcher") or shape is None:
+                # built (or failed: then the first load builds it, and the rest find it)
+                self.built.add(shape)
+                now = ([job] if ok else []) + self.waiting.pop(shape, [])
+            elif not ok:
+                now = []
+            elif shape in self.built:
+                now = [job]
+            else:
+                self.waiting.setdefault(shape, []).append(job)
+                now = []
+        for record in now:
+            try:
+                self.on_compiled(record)
+            except Exception:  # noqa: BLE001 - loaded (and reported) by the caller later
+                pass
 
 
 def _launcher_shape(types):
@@ -319,9 +370,20 @@ def _skip_loading_launchers() -> None:
     build._load_module_from_path = lambda name, path: NotLoaded
 
 
+# Workers run at a lower priority than Solder's process. They start as the first graph is
+# captured and take every core while a graph's kernels compile, but the critical path is that
+# process's one thread (Dynamo, AOTAutograd, lowering the next graph): on a loaded machine the
+# scheduler should give it its core first. Idle cores still go to the workers.
+WORKER_NICENESS = 10
+
+
 def _serve() -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)   # what Triton or a kernel module prints must not reach the answers
+    try:
+        os.nice(WORKER_NICENESS)
+    except (OSError, AttributeError):  # not permitted, or not on this platform: same priority
+        pass
     try:
         _skip_loading_launchers()
         _prepare_compiler()

@@ -193,42 +193,45 @@ def _compile_and_load(jobs, on_device, threads, stats, processes: int = 0) -> fl
     from triton import AsyncCompileMode
     t0 = time.perf_counter()
     stats = stats if stats is not None else {}
-    if processes > 0:
-        try:
-            _compile_in_workers(jobs, on_device, processes, stats)
-        except Exception as e:  # noqa: BLE001 - the thread pool below compiles them all
-            stats["precompile_workers_failed"] = f"{type(e).__name__}: {e}"
-    t_pool = time.perf_counter()
-    with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix=POOL_THREAD_PREFIX) as pool:
-        # A kernel's first launch would load its binary and build its launcher (a small C
-        # module per argument signature, compiled with the system C compiler where Triton's
-        # cache has none), one kernel after another: "first launches" in the compile report,
-        # 1.6 s of a LLaMA training step's cold compile on an H200. Each pool job does it right
-        # after its own compile instead, overlapping the compiles still running.
-        executor = _CompileThenLoad(pool, on_device)
-        with count_compiles(stats, POOL_THREAD_PREFIX), on_device(), \
-                AsyncCompileMode(executor, ignore_errors=True):
-            results = []
-            for job in jobs:
-                executor.job = job   # warmup submits its compile, if any, right now
-                results.append(_warmup(job))
-        # what Triton already held in memory came back at once, not through the pool
-        ready = {id(k): k for k in results if k is not None and not hasattr(k, "future")}
-        list(pool.map(lambda k: _load(k, on_device), ready.values()))
+    per_job: list = []   # (compile s, load s, kernel, config): list.append is atomic
+    with count_compiles(stats, POOL_THREAD_PREFIX):
+        if processes > 0:
+            try:
+                _compile_in_workers(jobs, on_device, processes, stats, per_job)
+            except Exception as e:  # noqa: BLE001 - the thread pool below compiles them all
+                stats["precompile_workers_failed"] = f"{type(e).__name__}: {e}"
+        t_pool = time.perf_counter()
+        with ThreadPoolExecutor(min(threads, len(jobs)),
+                                thread_name_prefix=POOL_THREAD_PREFIX) as pool:
+            # A kernel's first launch would load its binary and build its launcher (a small C
+            # module per argument signature, compiled with the system C compiler where Triton's
+            # cache has none), one kernel after another: "first launches" in the compile
+            # report, 1.6 s of a LLaMA training step's cold compile on an H200. Each pool job
+            # does it right after its own compile instead, overlapping the compiles still
+            # running. Jobs the workers compiled are loaded already (``_compile_in_workers``).
+            executor = _CompileThenLoad(pool, on_device, per_job)
+            with on_device(), AsyncCompileMode(executor, ignore_errors=True):
+                results = []
+                for job in jobs:
+                    executor.job = job   # warmup submits its compile, if any, right now
+                    results.append(_warmup(job))
+            # what Triton already held in memory came back at once, not through the pool
+            ready = {id(k): k for k in results if k is not None and not hasattr(k, "future")}
+            list(pool.map(lambda k: _load(k, on_device), ready.values()))
     # the pool's wall time (after the workers: reading their binaries back), then its
     # thread-seconds: which half of the work the wall time went to
     stats["precompile_pool_s"] = time.perf_counter() - t_pool
-    stats["precompile_compile_thread_s"] = sum(r[0] for r in executor.per_job)
-    stats["precompile_load_thread_s"] = sum(r[1] for r in executor.per_job)
-    slowest = sorted(executor.per_job, key=lambda r: -r[0])[:5]
+    stats["precompile_compile_thread_s"] = sum(r[0] for r in per_job)
+    stats["precompile_load_thread_s"] = sum(r[1] for r in per_job)
+    slowest = sorted(per_job, key=lambda r: -r[0])[:5]
     stats["precompile_slowest"] = "; ".join(f"{name} {cfg} {sec:.2f}+{load:.2f} s"
                                             for sec, load, name, cfg in slowest)
     return time.perf_counter() - t0
 
 
-def _compile_in_workers(jobs, on_device, processes: int, stats: dict) -> None:
+def _compile_in_workers(jobs, on_device, processes: int, stats: dict, per_job: list) -> None:
     """Compile the jobs into Triton's disk cache in worker processes first
-    (runtime/compile_workers.py); the thread pool then reads them back."""
+    (runtime/compile_workers.py), each read back and loaded as soon as its worker answers."""
     from triton.runtime import driver
 
     from . import compile_workers
@@ -237,8 +240,19 @@ def _compile_in_workers(jobs, on_device, processes: int, stats: dict) -> None:
         target = driver.active.get_current_target()
         records = compile_workers.record([lambda job=job: _warmup(job) for job in jobs])
     stats["precompile_record_s"] = time.perf_counter() - t0
-    stats["precompile_in_workers"] = compile_workers.compile_ahead(records, target, processes,
-                                                                    stats)
+
+    def load_now(record):
+        job = jobs[record["warmup"]]
+        t1 = time.perf_counter()
+        with on_device():
+            kernel = _warmup(job)   # Triton's cache hit: the binary the worker just wrote
+        t2 = time.perf_counter()
+        if kernel is not None:
+            _load(kernel, on_device)
+        per_job.append((t2 - t1, time.perf_counter() - t2, job.kernel, job.cfg))
+    stats["precompile_in_workers"] = compile_workers.compile_ahead(
+        records, target, processes, stats, on_compiled=load_now,
+        thread_prefix=POOL_THREAD_PREFIX + "-worker")
     stats["precompile_workers_s"] = time.perf_counter() - t0
 
 
@@ -246,10 +260,10 @@ class _CompileThenLoad:
     """The executor Triton's ``AsyncCompileMode`` submits compiles to: each compile, once done,
     loads its binary and builds its launcher in the same pool thread."""
 
-    def __init__(self, pool, on_device):
+    def __init__(self, pool, on_device, per_job: list):
         self.pool, self.on_device = pool, on_device
         self.job: Job | None = None   # the job whose warmup is submitting now
-        self.per_job: list = []       # (compile s, load s, kernel, config): list.append is atomic
+        self.per_job = per_job        # (compile s, load s, kernel, config)
 
     def submit(self, compile_fn):
         job = self.job

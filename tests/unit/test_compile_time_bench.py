@@ -47,3 +47,28 @@ def test_every_cache_is_off_and_private_to_the_run(tmp_path):
 def test_a_run_without_cases_is_refused():
     with pytest.raises(SystemExit):
         ct.main(["--cases", "", "--reps", "1"])
+
+
+def test_a_variant_is_solder_with_config_fields_set_and_gets_its_own_ratio():
+    assert ct.parse_variant("early=compile_backward_early=1") == (
+        "early", {"SOLDER_COMPILE_BACKWARD_EARLY": "1"})
+    assert ct.parse_variant("two=compile_processes=4,pause_gc=0") == (
+        "two", {"SOLDER_COMPILE_PROCESSES": "4", "SOLDER_PAUSE_GC": "0"})
+    for bad in ("early=no_such_field=1", "early=", "solder=pause_gc=0", "=pause_gc=0",
+                "early=pause_gc"):
+        with pytest.raises(ValueError):
+            ct.parse_variant(bad)
+    results = {"a": {"inductor": [4.0], "solder": [2.0], "early": [1.0]}}
+    row = ct.table(results, ["inductor", "solder", "early"]).splitlines()[1].split()
+    assert row[-2:] == ["0.50", "0.25"]
+
+
+def test_a_variant_column_runs_solder_with_its_environment(monkeypatch):
+    seen = []
+    monkeypatch.setattr(ct, "run_in_fresh_process",
+                        lambda case, backend, timeout, extra_env=None:
+                        (seen.append((case, backend, extra_env)) or 1.0, ""))
+    assert ct.main(["--cases", "a", "--reps", "1", "--backends", "solder",
+                    "--variant", "early=compile_backward_early=1"]) == 0
+    assert seen == [("a", "solder", None),
+                    ("a", "solder", {"SOLDER_COMPILE_BACKWARD_EARLY": "1"})]
