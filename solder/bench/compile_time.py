@@ -70,8 +70,8 @@ def run_in_fresh_process(case: str, backend: str, timeout_s: float,
                                timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return None, f"no result in {timeout_s:.0f} s"
-    out = r.stdout + r.stderr
-    return parse_seconds(r.stdout, backend), out[-1500:]
+    out = r.stdout[-3500:] + r.stderr[-1500:]   # the stage table, then any error
+    return parse_seconds(r.stdout, backend), out
 
 
 def measure(cases: list[str], backends: list[str], reps: int,
@@ -129,6 +129,7 @@ def main(argv=None) -> int:
                    help="also a column NAME: Solder with these config fields set, e.g. "
                         "early=compile_backward_early=1 (repeatable)")
     p.add_argument("--json", help="write the seconds of every run here")
+    p.add_argument("--log", help="append each run's output (its compile breakdown) here")
     args = p.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -142,8 +143,13 @@ def main(argv=None) -> int:
 
     def run_one(case, column):
         if column in variants:
-            return run_in_fresh_process(case, "solder", args.timeout, variants[column])
-        return run_in_fresh_process(case, column, args.timeout)
+            seconds, out = run_in_fresh_process(case, "solder", args.timeout, variants[column])
+        else:
+            seconds, out = run_in_fresh_process(case, column, args.timeout)
+        if args.log:   # each run's stage table, for where the seconds went
+            with open(args.log, "a") as f:
+                f.write(f"== {case} / {column}\n{out}\n")
+        return seconds, out
     results = measure(cases, backends, args.reps, run_one,
                       log=lambda s: print(s, file=sys.stderr, flush=True))
     print(table(results, backends))
