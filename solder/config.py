@@ -51,9 +51,10 @@ class Config:
         "captured and lowered (a backward graph, the next graph), waiting for them at the "
         "graph's first call; off: wait right after the graph's code generation")
     compile_backward_early: bool = _setting(
-        False, "compile a training graph's backward right after its forward, at capture, "
+        True, "compile a training graph's backward right after its forward, at capture, "
         "instead of at the first backward call: its kernels then compile in the background "
-        "with the forward's (off: a program that never calls backward compiles no backward)")
+        "while the forward runs (a LLaMA step's cold compile on an H200: 10.2 s, 13.1 s off); "
+        "off: a program that never calls backward compiles no backward")
     check_indices: bool = _setting(
         False, "check index tensors against the dimension they index (a fused reduction and "
         "an asynchronous assert per indexing op); off, an out-of-range index reads 0 in a "

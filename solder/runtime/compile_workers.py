@@ -96,12 +96,19 @@ def compile_ahead(records: list[dict], target, processes: int, stats: dict | Non
         return 0
     stats = stats if stats is not None else {}
     seconds = {"precompile_worker_compile_s": 0.0, "precompile_worker_launcher_s": 0.0}
+    slowest = [0.0]   # the longest job (compile and launcher): the floor of the step's wall time
     pool = _pool(processes)
     jobs: Queue = Queue()
+    target_json = [target.backend, target.arch, target.warp_size]
     shapes = [_launcher_key(r) for r in records]
-    for r, shape, builds_launcher in zip(records, shapes, _first_of_each(shapes)):
-        jobs.put({**r, "target": [target.backend, target.arch, target.warp_size],
-                  "launcher": builds_launcher, "shape": shape})
+    # the launchers first, each by a job of its own: they build while the kernels compile,
+    # instead of after the first compile of their shape, with every load of it waiting
+    for r, shape, first in zip(records, shapes, _first_of_each(shapes)):
+        if first and shape is not None:
+            jobs.put({**r, "target": target_json, "kind": "launcher", "shape": shape})
+    for r, shape in zip(records, shapes):
+        # a signature that cannot be read builds its own launcher after its compile
+        jobs.put({**r, "target": target_json, "launcher": shape is None, "shape": shape})
     done = [0]
     lock = threading.Lock()
     ready = _AfterItsLauncher(on_compiled)
@@ -114,39 +121,45 @@ def compile_ahead(records: list[dict], target, processes: int, stats: dict | Non
                 return
             answer = worker.ask(job)
             with lock:
-                done[0] += bool(answer.get("ok"))
+                done[0] += bool(answer.get("ok")) and job.get("kind") != "launcher"
+                job_s = 0.0
                 for k, v in answer.get("seconds", {}).items():
                     key = f"precompile_worker_{k}_s"
                     if key in seconds and isinstance(v, (int, float)):
                         seconds[key] += v
+                        job_s += v
+                slowest[0] = max(slowest[0], job_s)
             ready.answered(job, bool(answer.get("ok")))
     threads = [threading.Thread(target=drain, args=(w,), name=f"{thread_prefix}-{i}")
-               for i, w in enumerate(pool[:len(records)])]
+               for i, w in enumerate(pool[:jobs.qsize()])]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     stats.update({k: round(v, 2) for k, v in seconds.items()})
+    stats["precompile_worker_slowest_s"] = round(slowest[0], 2)
     return done[0]
 
 
 def _launcher_key(record: dict) -> str | None:
-    """The record's launcher shape as a string; None where its signature cannot be read."""
+    """The record's launcher shape as a string; None where its signature cannot be read or has
+    tensor descriptors (their launcher code depends on the compiled kernel)."""
     try:
-        return json.dumps(_launcher_shape(list(json.loads(record["data"])["signature"].values())))
+        key = json.dumps(_launcher_shape(list(json.loads(record["data"])["signature"].values())))
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
+    return None if "tensordesc" in key else key
 
 
 def _first_of_each(shapes: list) -> list[bool]:
-    """Which records build their launcher: the first of each launcher shape. A launcher's C
-    source (and so its cache entry) depends on the kind of each argument alone: a pointer of
-    any dtype, an integer or float of a given width, a constexpr; not on names. The jobs of one
-    graph share a handful, and left to every job the workers built the same stubs side by side
-    (a LLaMA step's 69 jobs spent 15 worker-seconds on launchers, as much as on the kernels).
-    The rest find the stub in Triton's cache when Solder's process loads them; a shape guessed
-    wrong only means that launcher is built there, as without workers. A shape that cannot be
-    read (None) builds its own."""
+    """The first record of each launcher shape, which a launcher job is made from. A launcher's
+    C source (and so its cache entry) depends on the kind of each argument alone: a pointer of
+    any dtype, an integer or float of a given width, a constexpr; not on names, and not on the
+    compiled kernel. The jobs of one graph share a handful, and left to every job the workers
+    built the same stubs side by side (a LLaMA step's 69 jobs spent 15 worker-seconds on
+    launchers, as much as on the kernels). The kernels find the stub in Triton's cache when
+    Solder's process loads them; a shape guessed wrong only means that launcher is built there,
+    as without workers."""
     seen, first = set(), []
     for key in shapes:
         first.append(key is None or key not in seen)
@@ -156,13 +169,14 @@ def _first_of_each(shapes: list) -> list[bool]:
 
 class _AfterItsLauncher:
     """Hands each compiled record to ``on_compiled`` once its launcher is in the cache too: a
-    record whose shape's first job has not answered yet waits for it, else its load would build
-    the same launcher again in Solder's process. Runs on the threads that talk to the workers."""
+    record compiled before its shape's launcher job answered waits for it, else its load would
+    build the same launcher again in Solder's process. Runs on the threads that talk to the
+    workers."""
 
     def __init__(self, on_compiled):
         self.on_compiled = on_compiled
         self.lock = threading.Lock()
-        self.built: set = set()        # shapes whose first job has answered
+        self.built: set = set()        # shapes whose launcher job has answered
         self.waiting: dict = {}        # shape -> records compiled before it did
 
     def answered(self, job: dict, ok: bool) -> None:
@@ -170,14 +184,14 @@ class _AfterItsLauncher:
             return
         shape = job.get("shape")
         with self.lock:
-            if job.get("launcher") or shape is None:
+            if job.get("kind") == "launcher":
                 # built (or failed: then the first load builds it, and the rest find it)
                 self.built.add(shape)
-                now = ([job] if ok else []) + self.waiting.pop(shape, [])
+                now = self.waiting.pop(shape, [])
             elif not ok:
                 now = []
-            elif shape in self.built:
-                now = [job]
+            elif shape is None or shape in self.built:
+                now = [job]   # (no shape: the job built its own launcher)
             else:
                 self.waiting.setdefault(shape, []).append(job)
                 now = []
@@ -280,9 +294,7 @@ def _compile(job: dict, modules: dict, seconds: dict) -> str:
     import importlib.util
 
     import triton
-    import triton.language as tl
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
     mod = modules.get(job["path"])
     if mod is None:
         # the module name is part of the kernel's cache key: import it under Solder's own name
@@ -291,7 +303,26 @@ def _compile(job: dict, modules: dict, seconds: dict) -> str:
         sys.modules[job["module"]] = mod
         spec.loader.exec_module(mod)
         modules[job["path"]] = mod
-    fn = getattr(mod, job["name"])
+    src = _source(job, getattr(mod, job["name"]))
+    backend, arch, warp_size = job["target"]
+    t0 = time.perf_counter()
+    if job.get("kind") == "launcher":   # the stub alone: its source needs no compiled kernel
+        launcher = _build_launcher(src, _NoTensorDescriptors, backend)
+        seconds.update(launcher=time.perf_counter() - t0)
+        return launcher
+    options = {k: _tuples(v) for k, v in json.loads(job["data"])["options"].items()}
+    kernel = triton.compile(src, target=GPUTarget(backend, arch, warp_size), options=options)
+    t1 = time.perf_counter()
+    launcher = (_build_launcher(kernel.src, kernel.metadata, backend) if job.get("launcher", True)
+                else "built by its shape's launcher job")
+    seconds.update(compile=t1 - t0, launcher=time.perf_counter() - t1)
+    return launcher
+
+
+def _source(job: dict, fn):
+    """The ``ASTSource`` Triton's JIT would compile for the recorded specialization."""
+    import triton.language as tl
+    from triton.compiler import ASTSource
     data = json.loads(job["data"])
     constexprs = {}
     for k, v in zip(data["constant_keys"], data["constant_vals"]):
@@ -302,29 +333,30 @@ def _compile(job: dict, modules: dict, seconds: dict) -> str:
         constexprs[tuple(k)] = v
     attrs = dict(zip(map(tuple, data["attrs_keys"]), data["attrs_vals"]))
     signature = {k: _tuples(v) for k, v in data["signature"].items()}
-    options = {k: _tuples(v) for k, v in data["options"].items()}
-    backend, arch, warp_size = job["target"]
-    t0 = time.perf_counter()
-    kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs),
-                            target=GPUTarget(backend, arch, warp_size), options=options)
-    t1 = time.perf_counter()
-    launcher = (_build_launcher(kernel, backend) if job.get("launcher", True)
-                else "built by the first job of its signature")
-    seconds.update(compile=t1 - t0, launcher=time.perf_counter() - t1)
-    return launcher
+    return ASTSource(fn, signature, constexprs, attrs)
 
 
-def _build_launcher(kernel, backend: str) -> str:
-    """Build the kernel's launcher into Triton's cache as well: a C stub per distinct signature
-    and constants, compiled with the host's C compiler (~0.3 s each on an H200 host, most of
-    what loading a fresh kernel costs). Solder's process then finds it there: the cache key is
-    the stub's source. "built", or why not (the kernel is fine either way; the launcher is
-    then built at load, as without workers)."""
+class _NoTensorDescriptors:
+    """The compiled-kernel metadata a launcher reads, for a kernel without tensor descriptors
+    (Solder's kernels have none): only ``tensordesc_meta`` changes the stub's source."""
+    tensordesc_meta = None
+    num_ctas = 1
+    global_scratch_size = global_scratch_align = 0
+    profile_scratch_size = profile_scratch_align = 0
+    launch_cooperative_grid = launch_pdl = False
+
+
+def _build_launcher(src, metadata, backend: str) -> str:
+    """Build a kernel's launcher into Triton's cache: a C stub per launcher shape, compiled
+    with the host's C compiler (~0.3 s each on an H200 host, most of what loading a fresh
+    kernel costs). Solder's process then finds it there: the cache key is the stub's source.
+    "built", or why not (the kernel is fine either way; the launcher is then built at load, as
+    without workers)."""
     if backend != "cuda":
         return "launchers are built ahead only for CUDA"
     try:
         from triton.backends.nvidia.driver import CudaLauncher
-        CudaLauncher(kernel.src, kernel.metadata)   # builds and caches (loads nothing in _serve)
+        CudaLauncher(src, metadata)   # builds and caches (loads nothing in _serve)
         return "built"
     except Exception as e:  # noqa: BLE001 - e.g. no libcuda on this host
         return f"{type(e).__name__}: {str(e)[:200]}"

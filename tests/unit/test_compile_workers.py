@@ -81,6 +81,8 @@ def test_a_worker_compiles_into_the_cache_that_a_fresh_process_then_hits(job, tm
     # the worker's own seconds come back, split into Triton's compile and the launcher build
     assert stats["precompile_worker_compile_s"] > 0
     assert stats["precompile_worker_launcher_s"] >= 0
+    assert 0 < stats["precompile_worker_slowest_s"] <= round(
+        stats["precompile_worker_compile_s"] + stats["precompile_worker_launcher_s"], 2)
     cubins = list((tmp_path / "triton-cache").rglob("*.cubin"))
     assert len(cubins) == 1
     r = _in_fresh_process(SAME_COMPILE, job, tmp_path)
@@ -202,14 +204,20 @@ def fake_libcuda(tmp_path, monkeypatch):
     return lib
 
 
+@pytest.mark.parametrize("kind", ["after its compile", "launcher job"])
 def test_a_worker_builds_the_launcher_that_a_fresh_process_then_finds(job, tmp_path,
-                                                                       fake_libcuda):
+                                                                       fake_libcuda, kind):
+    # a launcher job builds the stub from the recorded signature alone, before any compile:
+    # the kernel compiled later (here in a fresh process) finds the very same stub
     compile_workers._POOL.clear()   # workers inherit this test's environment
     (worker,) = compile_workers._pool(1)
-    answer = worker.ask({**job, "target": ["cuda", 90, 32]})
-    assert answer["ok"] is True, answer
+    extra = {"kind": "launcher"} if kind == "launcher job" else {}
+    answer = worker.ask({**job, "target": ["cuda", 90, 32], **extra})
+    assert answer["ok"] is True and answer["launcher"] == "built", answer
     stubs = list((tmp_path / "triton-cache").rglob("__triton_launcher*.so"))
     assert len(stubs) == 1, answer
+    cubins = list((tmp_path / "triton-cache").rglob("*.cubin"))
+    assert len(cubins) == (0 if extra else 1)
     r = _in_fresh_process(LAUNCHER_FROM_CACHE, job, tmp_path)
     assert r.returncode == 0, r.stderr
     line = [x for x in r.stdout.splitlines() if x.startswith("LAUNCHER")][-1]
@@ -232,12 +240,17 @@ def test_each_launcher_signature_is_built_by_one_job_only(job, tmp_path, fake_li
     assert _firsts([{"data": "not json"}] * 2) == [True, True]
     compile_workers._POOL.clear()   # workers inherit this test's environment
     stats = {}
-    assert compile_workers.compile_ahead(records, _Target(), 2, stats) == 3
+    compiled = []
+    # three kernels compiled (the launcher jobs are not counted), two stubs built, and each
+    # record handed on once its launcher is built
+    assert compile_workers.compile_ahead(records, _Target(), 2, stats,
+                                         on_compiled=lambda r: compiled.append(r["data"])) == 3
+    assert sorted(compiled) == sorted(r["data"] for r in records)
     assert len(list((tmp_path / "triton-cache").rglob("__triton_launcher*.so"))) == 2
     assert len(list((tmp_path / "triton-cache").rglob("*.cubin"))) == 3
     worker = compile_workers._pool(1)[0]
     answer = worker.ask({**records[1], "target": ["cuda", 90, 32], "launcher": False})
-    assert answer["launcher"] == "built by the first job of its signature"
+    assert answer["launcher"] == "built by its shape's launcher job"
     compile_workers._POOL.clear()
 
 
@@ -293,25 +306,25 @@ def test_a_worker_imports_the_compiler_before_its_first_job(job, tmp_path):
     assert "IMPORTED False True True True" in r.stderr, r.stderr
 
 
-def test_a_compiled_record_is_handed_on_after_the_first_job_of_its_launcher_shape():
+def test_a_compiled_record_is_handed_on_after_its_shapes_launcher_job():
     handed = []
     after = compile_workers._AfterItsLauncher(lambda r: handed.append(r["id"]))
-    a1 = {"id": "a1", "shape": "A", "launcher": True}
+    launcher_a = {"id": "la", "shape": "A", "kind": "launcher"}
+    a1 = {"id": "a1", "shape": "A", "launcher": False}
     a2 = {"id": "a2", "shape": "A", "launcher": False}
-    a3 = {"id": "a3", "shape": "A", "launcher": False}
-    b1 = {"id": "b1", "shape": "B", "launcher": True}
-    b2 = {"id": "b2", "shape": "B", "launcher": False}
+    launcher_b = {"id": "lb", "shape": "B", "kind": "launcher"}
+    b1 = {"id": "b1", "shape": "B", "launcher": False}
     odd = {"id": "odd", "shape": None, "launcher": True}
-    after.answered(a2, True)        # before its shape's launcher: waits
+    after.answered(a1, True)        # compiled before its shape's launcher: waits
     after.answered(odd, True)       # an unreadable shape builds its own: at once
     assert handed == ["odd"]
-    after.answered(a1, True)        # the launcher is in the cache: a1, then the one waiting
-    assert handed == ["odd", "a1", "a2"]
-    after.answered(a3, True)
-    after.answered(b2, True)
-    after.answered(b1, False)       # the builder failed: the waiting one goes on (and builds it)
-    after.answered({"id": "b3", "shape": "B", "launcher": False}, False)   # failed: not handed
-    assert handed == ["odd", "a1", "a2", "a3", "b2"]
+    after.answered(launcher_a, True)   # the launcher is in the cache: the one waiting goes
+    assert handed == ["odd", "a1"]
+    after.answered(a2, True)
+    after.answered(b1, True)
+    after.answered(launcher_b, False)  # it failed: the waiting one goes on (and builds it)
+    after.answered({"id": "b2", "shape": "B", "launcher": False}, False)   # failed: not handed
+    assert handed == ["odd", "a1", "a2", "b1"]
 
 
 RECORD_COMPILE_LOAD = textwrap.dedent('''
