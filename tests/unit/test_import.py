@@ -20,8 +20,14 @@ def _installed() -> bool:
     return solder._installed_entry_points()
 
 
-@pytest.mark.skipif(not _installed(), reason="solder is on the path, not installed: "
-                    "import registers the backends through Dynamo")
+# Installed, solder's backends are found through their entry point; on the path alone (as on a
+# machine where nothing can be installed: PYTHONPATH=.), ``import solder`` registers them through
+# Dynamo, which imports Dynamo and with it sympy.
+_NEEDS_INSTALL = pytest.mark.skipif(not _installed(), reason="solder is on the path, not "
+                                    "installed: import registers the backends through Dynamo")
+
+
+@_NEEDS_INSTALL
 def test_import_does_not_load_dynamo_and_the_entry_point_finds_the_backend():
     out = _run("""
         import sys, torch
@@ -57,6 +63,7 @@ def _torch_imports_sympy() -> bool:
     return "True" in _run("import sys, torch; print('sympy' in sys.modules)")
 
 
+@_NEEDS_INSTALL
 def test_import_loads_no_sympy():
     # sympy is the compiler's (index math, code generation): importing solder does not need it
     if _torch_imports_sympy():
@@ -69,6 +76,7 @@ def test_import_loads_no_sympy():
     assert "sympy loaded: False" in out
 
 
+@_NEEDS_INSTALL
 def test_loading_and_running_a_package_imports_no_part_of_the_compiler(tmp_path):
     # a serving process loads the package and launches its kernels: no sympy, no Dynamo
     path = tmp_path / "lin.solder"
