@@ -74,6 +74,7 @@ for part in "$@"; do
     variants=(); for v in ${COMPILE_VARIANTS:-}; do variants+=(--variant "$v"); done
     timeout "${COMPILE_TIME_S:-500}" $PY -m solder.bench.compile_time ${variants[@]+"${variants[@]}"} \
       --cases "${COMPILE_TIME_CASES:-gpt2,llama_train,resnet50}" --reps "${COMPILE_REPS:-2}" \
+      --budget $(( ${COMPILE_TIME_S:-500} - 15 )) \
       --json "$OUT/compile_time.json" --log "$OUT/compile_time_runs.txt" \
       > "$OUT/compile_time.txt" 2> "$OUT/compile_time.err"
     echo "compile rc=$?"; cat "$OUT/compile_time.txt"; grep -v "^ " "$OUT/compile_time.err" | tail -20

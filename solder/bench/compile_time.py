@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Callable, Optional
 
 _FIRST_CALL = re.compile(r" / (\w+) compile: ([0-9.]+) s for the first call")
@@ -76,14 +77,26 @@ def run_in_fresh_process(case: str, backend: str, timeout_s: float,
 
 def measure(cases: list[str], backends: list[str], reps: int,
             run_one: Callable[[str, str], tuple[Optional[float], str]],
-            log: Callable[[str], None] = print) -> dict:
-    """{case: {backend: [seconds, ...]}}; a failed run is logged and left out."""
+            log: Callable[[str], None] = print, budget_s: Optional[float] = None,
+            clock: Callable[[], float] = time.monotonic) -> dict:
+    """{case: {backend: [seconds, ...]}}; a failed run is logged and left out. With
+    ``budget_s``, a case's repetition (every backend's run) starts only if the time left holds
+    as many runs as long as the longest so far: the runs that did finish come in pairs, and the
+    caller still prints its table when an outer time limit is near."""
     results: dict = {c: {b: [] for b in backends} for c in cases}
+    end = None if budget_s is None else clock() + budget_s
+    longest = 0.0
     for rep in range(reps):
         for case in cases:
+            if end is not None and end - clock() < longest * len(backends):
+                log(f"stopped before {case} (repetition {rep + 1}): {end - clock():.0f} s of "
+                    f"the budget left, the longest run took {longest:.0f} s")
+                return results
             order = backends if rep % 2 == 0 else list(reversed(backends))
             for backend in order:
+                started = clock()
                 seconds, tail = run_one(case, backend)
+                longest = max(longest, clock() - started)
                 if seconds is None:
                     log(f"{case} / {backend} (repetition {rep + 1}): no compile time\n{tail}")
                     continue
@@ -130,6 +143,8 @@ def main(argv=None) -> int:
                         "early=compile_backward_early=1 (repeatable)")
     p.add_argument("--json", help="write the seconds of every run here")
     p.add_argument("--log", help="append each run's output (its compile breakdown) here")
+    p.add_argument("--budget", type=float, help="seconds for the whole measurement: no case's "
+                   "repetition starts that would not end inside it")
     args = p.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -151,7 +166,7 @@ def main(argv=None) -> int:
                 f.write(f"== {case} / {column}\n{out}\n")
         return seconds, out
     results = measure(cases, backends, args.reps, run_one,
-                      log=lambda s: print(s, file=sys.stderr, flush=True))
+                      log=lambda s: print(s, file=sys.stderr, flush=True), budget_s=args.budget)
     print(table(results, backends))
     if args.json:
         with open(args.json, "w") as f:

@@ -72,3 +72,19 @@ def test_a_variant_column_runs_solder_with_its_environment(monkeypatch):
                     "--variant", "early=compile_backward_early=1"]) == 0
     assert seen == [("a", "solder", None),
                     ("a", "solder", {"SOLDER_COMPILE_BACKWARD_EARLY": "1"})]
+
+
+def test_a_budget_stops_before_a_repetition_that_would_not_fit():
+    now = [0.0]
+    durations = {"inductor": 30.0, "solder": 10.0}
+    logged = []
+
+    def run_one(case, backend):
+        now[0] += durations[backend]
+        return durations[backend], ""
+    # 100 s: a (40 s), b (80 s); then 20 s left < 2 runs of 30 s: stop, pairs complete
+    results = ct.measure(["a", "b"], ["inductor", "solder"], 3, run_one, log=logged.append,
+                         budget_s=100, clock=lambda: now[0])
+    assert results == {"a": {"inductor": [30.0], "solder": [10.0]},
+                       "b": {"inductor": [30.0], "solder": [10.0]}}
+    assert any(s.startswith("stopped before a (repetition 2)") for s in logged)
