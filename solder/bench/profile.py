@@ -147,6 +147,8 @@ def _solder_stages(ctx, total: float) -> None:
         for k, v in g.timings.items():
             if k == "precompile_slowest":
                 print(f"  {g.name} slowest precompile jobs (compile+load): {v}")
+            elif k == "precompile_worker_slowest":
+                print(f"  {g.name} slowest worker job: {v}")
             elif isinstance(v, float) and k.startswith("precompile_"):   # inside the wait, or
                 # summed over a pool's threads: not a stage of its own
                 counts[k] = round(counts.get(k, 0.0) + v, 2)

@@ -96,7 +96,7 @@ def compile_ahead(records: list[dict], target, processes: int, stats: dict | Non
         return 0
     stats = stats if stats is not None else {}
     seconds = {"precompile_worker_compile_s": 0.0, "precompile_worker_launcher_s": 0.0}
-    slowest = [0.0]   # the longest job (compile and launcher): the floor of the step's wall time
+    slowest = [0.0, ""]   # the longest job (compile and launcher): the floor of the wall time
     pool = _pool(processes)
     jobs: Queue = Queue()
     target_json = [target.backend, target.arch, target.warp_size]
@@ -128,7 +128,8 @@ def compile_ahead(records: list[dict], target, processes: int, stats: dict | Non
                     if key in seconds and isinstance(v, (int, float)):
                         seconds[key] += v
                         job_s += v
-                slowest[0] = max(slowest[0], job_s)
+                if job_s > slowest[0]:
+                    slowest[:] = [job_s, _describe(job)]
             ready.answered(job, bool(answer.get("ok")))
     threads = [threading.Thread(target=drain, args=(w,), name=f"{thread_prefix}-{i}")
                for i, w in enumerate(pool[:jobs.qsize()])]
@@ -138,7 +139,21 @@ def compile_ahead(records: list[dict], target, processes: int, stats: dict | Non
         t.join()
     stats.update({k: round(v, 2) for k, v in seconds.items()})
     stats["precompile_worker_slowest_s"] = round(slowest[0], 2)
+    stats["precompile_worker_slowest"] = slowest[1]
     return done[0]
+
+
+def _describe(job: dict) -> str:
+    """A job in a few words: its kernel and constexpr values, or the launcher it built."""
+    if job.get("kind") == "launcher":
+        return f"the launcher of {job.get('name')}'s shape"
+    try:
+        data = json.loads(job["data"])
+        consts = ", ".join(str(v) for v in data["constant_vals"])
+        warps = data["options"].get("num_warps")
+        return f"{job.get('name')} (constexprs {consts}; num_warps {warps})"
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return str(job.get("name"))
 
 
 def _launcher_key(record: dict) -> str | None:
