@@ -63,6 +63,12 @@ def plan_reuse(graph, steps, last_use: dict, keep: set) -> ReusePlan:
     dies_after: dict[int, list] = {}
     for name, i in last_use.items():
         dies_after.setdefault(i, []).append(name)
+    # buffers that die at one step join the pool in graph order: ``last_use`` is filled from
+    # sets of names, whose order changes from one process to the next (string hashing), and
+    # so did which donor an allocation took (the generated wrapper differed between runs)
+    position = {b.name: i for i, b in enumerate(graph.buffers)}
+    for names in dies_after.values():
+        names.sort(key=lambda n: (position.get(n, -1), n))
 
     plan = ReusePlan()
     pool: dict = {}          # key -> [donor names], most recently freed last

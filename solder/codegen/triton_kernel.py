@@ -17,7 +17,7 @@ import sympy
 import torch
 
 from ..ir import expr as E
-from ..ir.indexing import FloorDiv, ModIndex
+from ..ir.indexing import FloorDiv, Memo, ModIndex
 from ..schedule.fusion import Kernel
 from ..schedule.prepare import RINDEX, XINDEX
 from . import scalar_ops
@@ -42,12 +42,27 @@ def reg_dtype(dt: torch.dtype) -> torch.dtype:
 import torch.utils._sympy.functions as _torch_sympy  # noqa: E402
 
 
+_SORT_KEYS = Memo()   # sympy's str of an index term: the order terms print in, by term
+
+
+def _sort_key(term) -> str:
+    # str() of a sympy expression is slow, and a model's layers print the same terms again
+    return _SORT_KEYS.get(term, lambda: str(term))
+
+
 class Printer:
     def __init__(self, names: dict):
         self.names = names   # symbol -> python name
+        self.printed: dict = {}   # expression -> its text, within one kernel
 
     def __call__(self, e) -> str:
         e = sympy.sympify(e)
+        text = self.printed.get(e)
+        if text is None:
+            text = self.printed[e] = self._print(e)
+        return text
+
+    def _print(self, e) -> str:
         if e.is_Integer:
             return str(int(e))
         if e.is_Symbol:
@@ -70,7 +85,7 @@ class Printer:
         if isinstance(e, (sympy.Max, sympy.Min, _torch_sympy.Max, _torch_sympy.Min)):
             # e.g. Max(1, s - Mod(s, 8) + 8): GPT-2 with a symbolic sequence length, torch 2.11
             fn = "tl.maximum" if isinstance(e, (sympy.Max, _torch_sympy.Max)) else "tl.minimum"
-            args = sorted(e.args, key=str)
+            args = sorted(e.args, key=_sort_key)
             out = self(args[0])
             for a in args[1:]:
                 out = f"{fn}({out}, {self(a)})"
@@ -82,7 +97,7 @@ class Printer:
             if den.is_positive and num.is_nonnegative:
                 return f"({self(num)} // {self(den)})"
         if e.is_Add:
-            terms = sorted(e.args, key=lambda t: (t.is_Integer, str(t)))
+            terms = sorted(e.args, key=lambda t: (t.is_Integer, _sort_key(t)))
             out = self(terms[0])
             for t in terms[1:]:
                 c, rest = t.as_coeff_Mul()

@@ -69,3 +69,33 @@ def test_storage_span():
     assert storage_span(lay) == 9
     lay = Layout((0, 3), (3, 1), 0, torch.float32, torch.device("cpu"))
     assert storage_span(lay) == 0
+
+
+_TWO_DIE_AT_ONCE = """
+import torch, solder
+def f(x, w):
+    a = torch.sin(x)
+    b = torch.cos(x)
+    c = a @ b            # a and b, stored by one kernel, die at this one call: either could
+    return torch.relu(c @ w).sum(1)   # be the storage this matmul writes into
+torch.manual_seed(0)
+args = [torch.randn(8, 8) for _ in range(2)]
+print("\\n".join(g.wrapper for g in solder.explain(f, *args).graphs))
+"""
+
+
+def test_the_wrapper_is_the_same_in_every_process():
+    # which dead buffer a new one takes over must not depend on string hashing (which Python
+    # seeds per process): the generated code is the same from one run to the next
+    import os
+    import subprocess
+    import sys
+    outs = set()
+    for seed in ("1", "2", "6"):   # before the fix these took buf1, buf0, buf0
+        env = {**os.environ, "PYTHONHASHSEED": seed, "SOLDER_CACHE": "0"}
+        r = subprocess.run([sys.executable, "-c", _TWO_DIE_AT_ONCE], capture_output=True,
+                           text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "# reuse" in r.stdout
+        outs.add(r.stdout)
+    assert len(outs) == 1
