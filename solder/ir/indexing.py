@@ -306,14 +306,14 @@ def _merge_dims(sizes: list, exprs: list, variables):
     subst = {v: sympy.Integer(0) for v, s in zip(variables, sizes) if s == 1}
     keep = [i for i, s in enumerate(sizes) if s != 1]
     if subst:
-        exprs = [e.subs(subst) for e in exprs]
+        exprs = [e.xreplace(subst) for e in exprs]
     sizes = [sizes[i] for i in keep]
     cur = [variables[i] for i in keep]
     i = len(cur) - 2
     while i >= 0:
         outer, inner = cur[i], cur[i + 1]
         if _mergeable(exprs, outer, inner, sizes[i + 1]):
-            exprs = [e.subs({outer: 0}) for e in exprs]
+            exprs = [e.xreplace({outer: sympy.Integer(0)}) for e in exprs]
             subst[outer] = sympy.Integer(0)
             sizes[i + 1] = sizes[i] * sizes[i + 1]
             del sizes[i], cur[i]
@@ -362,9 +362,13 @@ def unravel(flat, sizes: Sequence) -> list:
     return out
 
 
+_OFFSETS = Memo()
+
+
 def strided_offset(index: Sequence, strides: Sequence, offset=0) -> sympy.Expr:
     # one Add of all terms: sympy canonicalizes once instead of once per dimension
-    return sympy.Add(sympy.sympify(offset), *[sympy.Mul(i, s) for i, s in zip(index, strides)])
+    return _OFFSETS.get((tuple(index), tuple(strides), offset), lambda: sympy.Add(
+        sympy.sympify(offset), *[sympy.Mul(i, s) for i, s in zip(index, strides)]))
 
 
 def evaluate_int(expr, env: Optional[Mapping] = None) -> int:

@@ -15,7 +15,7 @@ import sympy
 import torch
 
 from ..ir import expr as E
-from ..ir.indexing import FloorDiv, ModIndex, strided_offset
+from ..ir.indexing import FloorDiv, Memo, ModIndex, strided_offset
 from ..ir.nodes import Layout
 
 
@@ -121,8 +121,16 @@ class VirtualView(TensorValue):
         return self.base.load(position_to_index(pos, self.base.size, self.base.stride))
 
 
+_INDICES = Memo()
+
+
 def position_to_index(pos, size, stride) -> list:
     """Index of the element at storage position ``pos`` in a non-overlapping strided layout."""
+    return list(_INDICES.get((pos, tuple(size), tuple(stride)),
+                             lambda: tuple(_position_to_index(pos, size, stride))))
+
+
+def _position_to_index(pos, size, stride) -> list:
     order = sorted(range(len(size)), key=lambda d: _stride_key(stride[d]), reverse=True)
     idx = [sympy.Integer(0)] * len(size)
     for rank, d in enumerate(order):

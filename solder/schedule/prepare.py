@@ -115,7 +115,7 @@ def prepare(buf: ComputedBuffer, xnumel, rnumel, ranges_env: dict) -> Prepared:
     subst = {}
     for vars_, sizes, flat in ((xs, x_sizes, XINDEX), (rs, r_sizes, RINDEX)):
         new_sizes, new_vars, zeros = merge_dims(sizes, exprs, vars_)
-        exprs = [e.subs(zeros) if zeros else e for e in exprs]
+        exprs = [e.xreplace(zeros) if zeros else e for e in exprs]
         subst.update(zeros)
         for v, i in zip(new_vars, unravel(flat, new_sizes)):
             subst[v] = i
