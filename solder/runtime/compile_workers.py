@@ -14,10 +14,12 @@ How (``runtime/precompile.py`` calls ``compile_ahead`` before its thread pool):
    attributes and options, as its own specialization JSON) and compiles nothing.
 2. *Compile.* The workers compile those into Triton's on-disk cache. Same source file, module
    name, specialization, target and environment give the same cache key the JIT computes.
-3. *Load.* The thread pool then runs the jobs as before: each compile is a cache hit (the binary
-   read back), then the binary loads and the launcher is found in the cache too (the workers
-   build each distinct launcher stub with the C compiler, once, after a compile that needs it).
-A specialization that fails to record or to compile in a worker is compiled in step 3 as before,
+3. *Load.* As each worker answers, the thread that asked it runs the job's ``warmup`` again: a
+   cache hit (the binary read back), then the binary loads and the launcher is found in the
+   cache too (a launcher job per distinct launcher shape, queued before the compiles, builds
+   each stub with the C compiler once). Loads thus overlap the compiles still running; the
+   thread pool is left the jobs the workers could not do.
+A specialization that fails to record or to compile in a worker is compiled by the thread pool,
 which reports any error the usual way.
 
 The workers are this file run as a script (``python compile_workers.py``: Triton is imported, not
