@@ -362,13 +362,9 @@ def unravel(flat, sizes: Sequence) -> list:
     return out
 
 
-_OFFSETS = Memo()
-
-
 def strided_offset(index: Sequence, strides: Sequence, offset=0) -> sympy.Expr:
     # one Add of all terms: sympy canonicalizes once instead of once per dimension
-    return _OFFSETS.get((tuple(index), tuple(strides), offset), lambda: sympy.Add(
-        sympy.sympify(offset), *[sympy.Mul(i, s) for i, s in zip(index, strides)]))
+    return sympy.Add(sympy.sympify(offset), *[sympy.Mul(i, s) for i, s in zip(index, strides)])
 
 
 def evaluate_int(expr, env: Optional[Mapping] = None) -> int:
