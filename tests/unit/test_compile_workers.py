@@ -139,6 +139,7 @@ RECORD_COMPILE_HIT = textwrap.dedent('''
     warmup = lambda: fn.warmup(torch.float32, torch.float32, 1000, grid=(1,), XBLOCK=128)
     records = compile_workers.record([warmup])
     assert len(records) == 1 and not list(fn.device_caches[0][0]), records
+    assert records[0]["cost"] == len(fn.src) > 0   # the kernel's size orders the queue
     assert compile_workers.compile_ahead(records, target, 1) == 1
     hits = []
     knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
@@ -371,3 +372,22 @@ def test_workers_compiles_are_loaded_as_they_answer_on_the_threads_that_asked(tm
     heard = r.stdout.split("HEARD ", 1)[1].strip()
     assert heard.count("(True, 'solder-precompile-worker-") == 2, heard
     assert "False" not in heard, heard
+
+
+def test_launcher_jobs_go_first_then_the_longest_kernels():
+    spec = SPEC
+    wide = {**spec, "signature": {**spec["signature"], "xnumel": "i64"}}
+    records = [{"name": "small", "data": json.dumps(spec), "cost": 100},
+               {"name": "big", "data": json.dumps(spec), "cost": 5000},
+               {"name": "mid", "data": json.dumps(wide), "cost": 800},
+               {"name": "small2", "data": json.dumps(spec), "cost": 100},
+               {"name": "odd", "data": "not json", "cost": 300}]
+    queue = compile_workers._queue(records, ["cuda", 90, 32])
+    # one launcher job per readable shape (from the first record of each), then the compiles
+    assert [(j["name"], j.get("kind", "compile")) for j in queue] == [
+        ("small", "launcher"), ("mid", "launcher"),
+        ("big", "compile"), ("mid", "compile"), ("odd", "compile"), ("small", "compile"),
+        ("small2", "compile")]
+    # only the unreadable one builds its launcher after its compile
+    assert [j["name"] for j in queue if j.get("launcher")] == ["odd"]
+    assert all(j["target"] == ["cuda", 90, 32] for j in queue)
