@@ -243,13 +243,11 @@ def _compile_in_workers(jobs, on_device, processes: int, stats: dict, per_job: l
 
     def load_now(record):
         job = jobs[record["warmup"]]
-        t1 = time.perf_counter()
-        with on_device():
-            kernel = _warmup(job)   # Triton's cache hit: the binary the worker just wrote
-        t2 = time.perf_counter()
-        if kernel is not None:
-            _load(kernel, on_device)
-        per_job.append((t2 - t1, time.perf_counter() - t2, job.kernel, job.cfg))
+
+        def cache_hit():   # the binary the worker just wrote
+            with on_device():
+                return _warmup(job)
+        _timed_compile_and_load(job, cache_hit, on_device, per_job)
     stats["precompile_in_workers"] = compile_workers.compile_ahead(
         records, target, processes, stats, on_compiled=load_now,
         thread_prefix=POOL_THREAD_PREFIX + "-worker")
@@ -268,14 +266,20 @@ class _CompileThenLoad:
     def submit(self, compile_fn):
         job = self.job
 
-        def work():
-            t0 = time.perf_counter()
-            kernel = compile_fn()
-            t1 = time.perf_counter()
-            _load(kernel, self.on_device)
-            self.per_job.append((t1 - t0, time.perf_counter() - t1, job.kernel, job.cfg))
-            return kernel
-        return self.pool.submit(work)
+        return self.pool.submit(_timed_compile_and_load, job, compile_fn, self.on_device,
+                                self.per_job)
+
+
+def _timed_compile_and_load(job: Job, compile_fn, on_device, per_job: list):
+    """``compile_fn()``, then load its kernel; (compile s, load s, kernel, config) to ``per_job``
+    (list.append is atomic)."""
+    t0 = time.perf_counter()
+    kernel = compile_fn()
+    t1 = time.perf_counter()
+    if kernel is not None:
+        _load(kernel, on_device)
+    per_job.append((t1 - t0, time.perf_counter() - t1, job.kernel, job.cfg))
+    return kernel
 
 
 def _warmup(job: Job):

@@ -118,11 +118,9 @@ def test_the_recorder_skips_compiles_on_its_own_thread_only():
     assert out == [None] and heard == ["b"] and len(recorder.records) == 1
 
 
-# The whole path in a process without the interpreter, Triton's driver replaced by one that
-# names an sm_90 GPU: the JIT's own warmup is recorded (not compiled), a worker compiles it, and
-# the JIT's real compile of the same launch then finds it in the cache, under its own key.
-RECORD_COMPILE_HIT = textwrap.dedent('''
-    import sys, torch
+# A process without the interpreter whose Triton driver names an sm_90 GPU (no GPU needed).
+SM90_DRIVER = textwrap.dedent('''
+    import contextlib, sys, threading, torch
     from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.runtime import driver
@@ -133,6 +131,12 @@ RECORD_COMPILE_HIT = textwrap.dedent('''
         def get_current_device(self): return 0
         def get_current_stream(self, device=None): return 0
     driver.set_active(Driver())
+''')
+
+# The whole path in a process without the interpreter, Triton's driver replaced by one that
+# names an sm_90 GPU: the JIT's own warmup is recorded (not compiled), a worker compiles it, and
+# the JIT's real compile of the same launch then finds it in the cache, under its own key.
+RECORD_COMPILE_HIT = SM90_DRIVER + textwrap.dedent('''
     from solder.runtime import compile_workers
     from solder.runtime.launch import load_module
     fn = load_module(open(sys.argv[1]).read(), sys.argv[2], stem="record_test").k0
@@ -331,18 +335,7 @@ def test_a_compiled_record_is_handed_on_after_its_shapes_launcher_job():
     assert handed == ["odd", "a1", "a2", "b1"]
 
 
-RECORD_COMPILE_LOAD = textwrap.dedent('''
-    import contextlib, sys, threading, torch
-    from triton import knobs
-    from triton.backends.compiler import GPUTarget
-    from triton.runtime import driver
-    target = GPUTarget("cuda", 90, 32)
-
-    class Driver:
-        def get_current_target(self): return target
-        def get_current_device(self): return 0
-        def get_current_stream(self, device=None): return 0
-    driver.set_active(Driver())
+RECORD_COMPILE_LOAD = SM90_DRIVER + textwrap.dedent('''
     from solder.runtime import precompile as pre
     from solder.runtime.launch import load_module
     fn = load_module(open(sys.argv[1]).read(), sys.argv[2], stem="record_load_test").k0
