@@ -67,7 +67,9 @@ def graph_key(gm, kind: str, config, interpreting: bool) -> str:
     settings = tuple(sorted((f.name, getattr(config, f.name))
                             for f in dataclasses.fields(config) if f.name not in _NOT_CODE))
     capability = tuple(torch.cuda.get_device_capability(cuda)) if cuda is not None else None
-    return make_key("solder-graph", FORMAT, kind, gm.code, tuple(nodes), config.codegen_key(),
+    # the graph's code printed now, not ``gm.code``: that is only as fresh as the last recompile
+    code = gm.graph.python_code(root_module="self").src
+    return make_key("solder-graph", FORMAT, kind, code, tuple(nodes), config.codegen_key(),
                     settings, bool(interpreting), capability)
 
 

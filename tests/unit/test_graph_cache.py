@@ -353,3 +353,18 @@ def test_second_process_hits(tmp_path):
         assert p.returncode == 0, p.stderr[-3000:]
         got.append([ln.split()[1] for ln in p.stdout.splitlines() if ln.startswith("STATE")])
     assert got == [["miss"], ["hit"]]
+
+
+def test_the_key_follows_the_graph_not_a_stale_forward():
+    # a pass may edit the graph without regenerating ``gm.code`` (dead-code removal regenerates
+    # only when it removed something); the key must still tell two graphs apart
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from solder.config import Config
+    from solder.runtime.graph_cache import graph_key
+    gm = make_fx(lambda x: (x.sin() * 2,))(torch.ones(3))
+    before = graph_key(gm, "inference", Config(), True)
+    code = gm.code
+    (mul,) = [n for n in gm.graph.nodes if n.target is torch.ops.aten.mul.Tensor]
+    mul.args = (mul.args[0], 3)   # the graph changes; gm.code does not
+    assert gm.code == code
+    assert graph_key(gm, "inference", Config(), True) != before

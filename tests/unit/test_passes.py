@@ -40,3 +40,37 @@ def test_an_op_that_returns_nothing_survives_dead_code_removal_and_runs():
     torch.testing.assert_close(compiled([torch.full((3,), 2.0, **cpu)])[0], torch.full((3,), 0.5, **cpu))
     with pytest.raises(ValueError, match="not positive"):
         compiled([torch.tensor([1.0, -1.0, 2.0], **cpu)])
+
+
+def _no_dead_code(m):
+    return (m.sin() * 2,)
+
+
+def test_dead_code_removal_regenerates_python_only_when_it_removed_a_node(monkeypatch):
+    calls = []
+    real = torch.fx.GraphModule.recompile
+    monkeypatch.setattr(torch.fx.GraphModule, "recompile",
+                        lambda self: calls.append(1) or real(self))
+    clean = make_fx(_no_dead_code)(torch.ones(3))
+    calls.clear()
+    prepare_graph(clean)
+    assert calls == []
+    dirty = make_fx(_checked_inverse)(torch.ones(3))
+    calls.clear()
+    prepare_graph(dirty)
+    assert calls == [1]
+    assert "sin" not in dirty.code   # the regenerated forward matches the graph
+
+
+def test_the_report_prints_its_graph_when_first_read(monkeypatch):
+    printed = []
+    real = torch.fx.GraphModule.print_readable
+    monkeypatch.setattr(torch.fx.GraphModule, "print_readable",
+                        lambda self, *a, **k: printed.append(1) or real(self, *a, **k))
+    ctx = CompileContext(Config())
+    gm = make_fx(_no_dead_code)(torch.ones(3))
+    compile_graph(gm, [torch.ones(3)], "inference", ctx)
+    assert printed == []
+    text = ctx.graphs[0].fx_graph
+    assert "torch.ops.aten.sin.default" in text and printed == [1]
+    assert ctx.graphs[0].fx_graph is text and printed == [1]   # printed once
