@@ -33,7 +33,15 @@ class Prepared:
 
 
 def equal(a, b) -> bool:
-    return a == b or sympy.expand(a - b) == 0
+    if a == b:
+        return True
+    if _is_integer(a) and _is_integer(b):   # two different numbers: no algebra to do
+        return False
+    return sympy.expand(a - b) == 0
+
+
+def _is_integer(v) -> bool:
+    return isinstance(v, int) or getattr(v, "is_Integer", False)
 
 
 def split_point(sizes, xnumel) -> Optional[int]:
@@ -52,17 +60,28 @@ def split_point(sizes, xnumel) -> Optional[int]:
     return None
 
 
+# fits' answers by (ranges, reduced ranges, tiling): the scheduler asks for every pending
+# buffer against each open kernel, and a model's layers repeat the same shapes
+_FITS = Memo()
+
+
 def fits(buf: ComputedBuffer, xnumel, rnumel) -> bool:
     body = buf.body
-    if isinstance(body, Reduction):
-        return equal(product(body.ranges), xnumel) and equal(product(body.red_ranges), rnumel)
-    n = product(body.ranges)
+    red = tuple(body.red_ranges) if isinstance(body, Reduction) else None
+    ranges = tuple(body.ranges)
+    return _FITS.get((ranges, red, xnumel, rnumel), lambda: _fits(ranges, red, xnumel, rnumel))
+
+
+def _fits(ranges, red_ranges, xnumel, rnumel) -> bool:
+    if red_ranges is not None:
+        return equal(product(ranges), xnumel) and equal(product(red_ranges), rnumel)
+    n = product(ranges)
     if rnumel == 1:
         return equal(n, xnumel)
     if equal(n, xnumel):
         return True  # one value per row
-    k = split_point(body.ranges, xnumel)
-    return k is not None and equal(product(body.ranges[k:]), rnumel)
+    k = split_point(ranges, xnumel)
+    return k is not None and equal(product(ranges[k:]), rnumel)
 
 
 def _memory_order(vars_, sizes, strides):
