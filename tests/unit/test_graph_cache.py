@@ -237,7 +237,19 @@ def test_cache_off_writes_no_entry(tmp_path, device):
     for _ in range(2):
         r = explain(lambda t: t * 3, x, d=tmp_path, cache=False)
         assert states(r) == ["off"]
+        assert "cache_key" not in r.graphs[0].timings   # no key worked out
     assert entries(tmp_path) == []
+
+
+def test_the_key_has_its_own_stage_on_a_miss_and_a_hit(tmp_path, device):
+    # a warm start's own time is the key, the load and the precompile: the report shows each
+    x = torch.randn(5, device=device)
+    for state in ("miss", "hit"):
+        r = explain(lambda t: t * 3, x, d=tmp_path)
+        assert states(r) == [state]
+        t = r.graphs[0].timings
+        assert isinstance(t["cache_key"], float) and t["cache_key"] > 0
+        assert "cache key" in solder.pipeline.compile_log_line(r.graphs[0])
 
 
 def test_a_kernel_that_fails_is_not_cached(tmp_path, monkeypatch, device):
