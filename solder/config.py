@@ -55,6 +55,11 @@ class Config:
         "instead of at the first backward call: its kernels then compile in the background "
         "while the forward runs (a LLaMA step's cold compile on an H200: 10.2 s, 13.1 s off); "
         "off: a program that never calls backward compiles no backward")
+    compile_backward_in_child: bool = _setting(
+        False, "with compile_backward_early, lower, schedule and generate a training graph's "
+        "backward in a forked child process while this one does the forward's (Linux; the "
+        "child's code is used only for the very graph it compiled, and anything wrong with it "
+        "means compiling here: runtime/forked_compile.py)")
     check_indices: bool = _setting(
         False, "check index tensors against the dimension they index (a fused reduction and "
         "an asynchronous assert per indexing op); off, an out-of-range index reads 0 in a "

@@ -70,9 +70,22 @@ class CompileContext:
         self.rewrites: list[str] = []   # what was rewritten in Dynamo's graphs, one line each
         self.notes: list[str] = []      # what a rewrite looked at and left alone, and why
         self.started: Optional[float] = None   # when Dynamo handed over the current graph
+        # the next backward, lowered in a forked child (runtime/forked_compile.ForkedWork)
+        self.backward_child = None
 
 
 def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileContext) -> Callable:
+    # a backward that a forked child lowered while the forward compiled (capture/aot.py)
+    child = ctx.backward_child if kind == "backward" else None
+    ctx.backward_child = None if child is not None else ctx.backward_child
+    try:
+        return _compile_graph(gm, kind, ctx, child)
+    finally:
+        if child is not None:
+            child.discard()   # not asked (a cache hit, a dump), or asked already
+
+
+def _compile_graph(gm: fx.GraphModule, kind: str, ctx: CompileContext, child) -> Callable:
     config = ctx.config
     name = f"graph{next(_graph_ids)}_{kind}"
     report = GraphReport(name, kind,
@@ -112,11 +125,106 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
                 compiled.after_first_call.append(lambda: log.warning(compile_log_line(report)))
             return compiled
 
+    if child is not None and not dump:
+        got = _from_child(child, gm, name, config, report, captured)
+        if got is not None:
+            return _finish(report=report, ctx=ctx, cache=cache, key=key,
+                           cache_state=cache_state, config=config, **got)
+
+    from .runtime.compiled import CompiledGraph
+    generated = generate_code(gm, kind, config, name, report)
+    graph, steps, kernels, wrapper, module_src = generated[:5]
+    if dump:
+        _write(dump, "ir.txt", _format_ir(graph))
+        _write(dump, "schedule.txt", _format_schedule(steps))
+        _write(dump, "kernels.py", module_src)
+        _write(dump, "wrapper.py", wrapper.source)
+    report.timings = {**captured, **generated[5]}
+    t3 = time.perf_counter()
+    compiled = CompiledGraph(name, wrapper, module_src, kernels, config,
+                             os.path.join(dump, "kernels.py") if dump else None, report.timings)
+    report.timings["load"] = time.perf_counter() - t3
+    jobs, device = _compile_jobs(compiled, steps, graph)
+    files = None
+    if key is not None:
+        try:
+            files = graph_cache.encode(name, wrapper, module_src, kernels, report, graph)
+        except graph_cache.Uncacheable as e:
+            cache_state = f"skip ({e})"
+    return _finish(compiled, report, ctx, cache, key, cache_state, config, files, jobs, device)
+
+
+def _finish(compiled, report, ctx, cache, key, cache_state, config, files, jobs, device):
+    """Start the kernels' parallel compile; arrange the cache entry and the log line."""
+    _precompile(compiled, jobs, device, config, report.timings)
+    if key is not None and files is not None:
+        from .runtime import graph_cache
+        cache_state = graph_cache.store_after_first_call(compiled, cache, key, files,
+                                                         (jobs, device))
+    report.timings["cache"] = cache_state
+    ctx.started = None  # the next graph's capture starts after this one
+    if config.log_compile:  # after the first call: Triton's and the tuner's time are known then
+        compiled.after_first_call.append(lambda: log.warning(compile_log_line(report)))
+    return compiled
+
+
+def child_answer(gm: fx.GraphModule, kind: str, config: Config) -> dict:
+    """What a forked child sends back for ``gm`` (runtime/forked_compile.py): the generated
+    code as a cache entry's files, the first call's kernel launches and the stage seconds, as
+    JSON, and the fingerprint of the graph it compiled."""
+    from .runtime import graph_cache, precompile
+    name = f"graph_child_{kind}"   # the entry names its graph; loading renames it
+    report = GraphReport(name, kind)
+    graph, steps, kernels, wrapper, module_src, seconds = generate_code(gm, kind, config, name,
+                                                                         report)
+    files = graph_cache.encode(name, wrapper, module_src, kernels, report, graph)
+    device = next((b.layout.device for b in graph.buffers if b.layout is not None), None)
+    return {"fingerprint": graph_cache.fingerprint(gm),
+            "files": {k: v.decode() for k, v in files.items()},
+            "launches": [[n, x, r, precompile.encode_args(a)]
+                         for n, x, r, a in precompile.launches(steps, kernels, graph.by_name)],
+            "device": str(device) if device is not None else None, "seconds": seconds}
+
+
+def _from_child(child, gm, name, config, report, captured) -> Optional[dict]:
+    """``_finish``'s arguments for the child's answer, or None (the reason in the report's
+    timings, under ``child``) when it has none or compiled another graph than ``gm``."""
+    from .runtime import graph_cache, precompile
+    from .runtime.compiled import CompiledGraph
+    t0 = time.perf_counter()
+    got = child.answer()
+    try:
+        if got is None:
+            raise ValueError(child.reason)
+        if got["fingerprint"] != graph_cache.fingerprint(gm):
+            raise ValueError("AOTAutograd changed the backward graph after the partition")
+        files = {k: v.encode() for k, v in got["files"].items()}
+        entry = graph_cache.decode(files, name)
+        # the wait and the check that the answer is this graph's: the critical path's share
+        report.timings = {**captured, "child_wait": time.perf_counter() - t0,
+                          **{f"in_child_{k}": v for k, v in got["seconds"].items()}}
+        t1 = time.perf_counter()
+        compiled = CompiledGraph(name, entry.wrapper, entry.module_src, entry.kernels, config,
+                                 None, report.timings)
+        jobs = precompile.jobs_for([(n, x, r, precompile.decode_args(a))
+                                    for n, x, r, a in got["launches"]], compiled)
+        device = torch.device(got["device"]) if got["device"] else None
+    except Exception as e:  # noqa: BLE001 - whatever the reason, the graph compiles here
+        captured["child"] = f"not used: {type(e).__name__}: {e}"
+        return None
+    graph_cache.fill_report(report, entry.report)
+    report.timings["load"] = time.perf_counter() - t1
+    return {"compiled": compiled, "files": files, "jobs": jobs, "device": device}
+
+
+def generate_code(gm: fx.GraphModule, kind: str, config: Config, name: str, report):
+    """Lower, schedule and generate code for ``gm``, filling ``report``'s kernels, library
+    calls and fallbacks: (graph IR, steps, kernels, wrapper, kernel module source, seconds by
+    stage)."""
+    from .codegen.module import kernel_module_source
     from .codegen.triton_kernel import generate
     from .codegen.wrapper import WrapperGen
-    from .codegen.module import kernel_module_source
     from .lower.graph import GraphLowering
-    from .runtime.compiled import CompiledGraph
     from .schedule.fusion import Kernel, schedule
 
     t0 = time.perf_counter()
@@ -140,30 +248,12 @@ def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileCon
                 report.externs.append(CallReport(b.origins[0] if b.origins else str(b.op)))
     report.fallbacks = [CallReport(op, reason) for op, reason in graph.fallbacks]
     report.user_kernels = list(getattr(graph, "user_kernel_reports", []))
-    if dump:
-        _write(dump, "ir.txt", _format_ir(graph))
-        _write(dump, "schedule.txt", _format_schedule(steps))
-        _write(dump, "kernels.py", module_src)
-        _write(dump, "wrapper.py", wrapper.source)
-    report.timings = {**captured, "lower": t1 - t0, "schedule": t2 - t1, "codegen": t3 - t2}
-    compiled = CompiledGraph(name, wrapper, module_src, kernels, config,
-                             os.path.join(dump, "kernels.py") if dump else None, report.timings)
-    report.timings["load"] = time.perf_counter() - t3
-    jobs, device = _compile_jobs(compiled, steps, graph)
-    _precompile(compiled, jobs, device, config, report.timings)
-    if key is not None:
-        cache_state = graph_cache.store_after_first_call(
-            compiled, cache, key, name, wrapper, module_src, kernels, report, graph,
-            (jobs, device))
-    report.timings["cache"] = cache_state
-    ctx.started = None  # the next graph's capture starts after this one
-    if config.log_compile:  # after the first call: Triton's and the tuner's time are known then
-        compiled.after_first_call.append(lambda: log.warning(compile_log_line(report)))
-    return compiled
+    return (graph, steps, kernels, wrapper, module_src,
+            {"lower": t1 - t0, "schedule": t2 - t1, "codegen": t3 - t2})
 
 
 _LOGGED_STAGES = (("capture", "capture"), ("cache_key", "cache key"), ("lower", "lower"),
-                  ("schedule", "schedule"),
+                  ("schedule", "schedule"), ("child_wait", "waiting for the child's code"),
                   ("codegen", "codegen"), ("load", "load"),
                   ("parallel_compile", "waiting for the parallel Triton compile"),
                   ("triton_compile", "first launches"), ("autotune", "tuning"))

@@ -149,15 +149,18 @@ def _solder_stages(ctx, total: float) -> None:
                 print(f"  {g.name} slowest precompile jobs (compile+load): {v}")
             elif k == "precompile_worker_slowest":
                 print(f"  {g.name} slowest worker job: {v}")
-            elif isinstance(v, float) and k.startswith("precompile_"):   # inside the wait, or
-                # summed over a pool's threads: not a stage of its own
+            elif isinstance(v, float) and k.startswith(("precompile_", "in_child_")):
+                # inside the wait, summed over a pool's threads, or in a forked child (its
+                # share of the critical path is child_wait): not a stage of its own
                 counts[k] = round(counts.get(k, 0.0) + v, 2)
             elif isinstance(v, float):   # seconds
                 stages[k] = stages.get(k, 0.0) + v
             elif isinstance(v, int):   # kernel counts
                 counts[k] = counts.get(k, 0) + v
-            else:                      # the cache state
+            elif k == "cache":         # the cache state
                 counts[f"cache {v}"] = counts.get(f"cache {v}", 0) + 1
+            else:                      # a note (why a forked child's code was not used)
+                print(f"  {g.name} {k}: {v}")
     kernels = sum(len(g.kernels) for g in ctx.graphs)
     print(f"  {len(ctx.graphs)} graphs, {kernels} kernels")
     print("  " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))

@@ -15,7 +15,8 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from ..pipeline import CompileContext, compile_graph
+from ..pipeline import CompileContext, child_answer, compile_graph
+from ..runtime.forked_compile import ForkedWork, available as forked_compile_available
 from .cse import eliminate_common_subexpressions
 from .decompositions import solder_decompositions
 from .passes import prepare_graph
@@ -59,14 +60,34 @@ def _compiler(kind: str, ctx: CompileContext):
     return compile_fn
 
 
-def _partition(joint, joint_inputs, **kwargs):
+def _partition(ctx: CompileContext, joint, joint_inputs, **kwargs):
     # Solder's own CSE, then the partitioner's turned off: it would import TorchInductor's
     # pattern matcher at the process's first training compile (capture/cse.py)
     eliminate_common_subexpressions(joint.graph)
     joint.recompile()
     with torch._functorch.config.patch(cse=False):
-        return min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor",
-                                                   **kwargs)
+        fw, bw = min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor",
+                                                     **kwargs)
+    if _backward_in_child(ctx.config, bw):
+        ctx.backward_child = ForkedWork.start(lambda: _child_compile(bw, ctx.config))
+    return fw, bw
+
+
+def _backward_in_child(config, bw) -> bool:
+    """Whether to lower the backward in a forked child (``compile_backward_in_child``): only
+    where the backward compiles right after the forward, and only graphs whose lowering runs
+    no device code (a constant's value is read from the GPU) and that cache as plain data."""
+    if not (config.compile_backward_in_child and config.compile_backward_early
+            and not config.debug_dir and not config.debug_eager and forked_compile_available()):
+        return False
+    return not any(n.op == "get_attr" or isinstance(n.target, torch._ops.HigherOrderOperator)
+                   for n in bw.graph.nodes)
+
+
+def _child_compile(bw, config) -> dict:
+    """In the child: what ``compile_fn`` does to the backward, up to its generated code."""
+    prepare_graph(bw)
+    return child_answer(bw, "backward", config)
 
 
 @functools.lru_cache(maxsize=1)
@@ -81,7 +102,7 @@ def make_aot_backend(ctx: CompileContext):
         bw_compiler=_compiler("backward", ctx),
         inference_compiler=_compiler("inference", ctx),
         decompositions=decomps,
-        partition_fn=_partition,
+        partition_fn=functools.partial(_partition, ctx),
         keep_inference_input_mutations=True,
     )
 

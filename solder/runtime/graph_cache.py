@@ -20,6 +20,7 @@ the cache of every other Triton user in the process too.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import re
@@ -39,7 +40,8 @@ FORMAT = 1
 # keyed until someone says otherwise (a needless miss rather than a wrong hit).
 _NOT_CODE = frozenset({"debug_dir", "cache", "cache_dir", "autotune", "log_compile",
                        "debug_eager", "compile_threads", "overlap_compile", "pause_gc",
-                       "compile_processes", "compile_backward_early"})
+                       "compile_processes", "compile_backward_early",
+                       "compile_backward_in_child"})
 
 
 class Uncacheable(Exception):
@@ -71,6 +73,16 @@ def graph_key(gm, kind: str, config, interpreting: bool) -> str:
     code = gm.graph.python_code(root_module="self").src
     return make_key("solder-graph", FORMAT, kind, code, tuple(nodes), config.codegen_key(),
                     settings, bool(interpreting), capability)
+
+
+def fingerprint(gm) -> str:
+    """A hash of everything lowering reads from ``gm``: its code, and each node's example value
+    and source lines. A forked child's code is used only for a graph with its fingerprint."""
+    from ..lower.graph import _source_of
+    h = hashlib.sha256(gm.graph.python_code(root_module="self").src.encode())
+    for node in gm.graph.nodes:
+        h.update(repr((node.name, _meta(node.meta.get("val")), _source_of(node))).encode())
+    return h.hexdigest()
 
 
 def _meta(v) -> Any:
@@ -305,14 +317,9 @@ def load(cache, key: str, name: str, config, report):
     return compiled, precompile
 
 
-def store_after_first_call(compiled, cache, key: str, name: str, wrapper, module_src: str,
-                           kernels: dict, report, graph, precompile=None) -> str:
-    """Arrange for the entry to be written once the graph has run: a kernel that fails to
-    compile or launch is never cached. Returns the report's cache state."""
-    try:
-        files = encode(name, wrapper, module_src, kernels, report, graph)
-    except Uncacheable as e:
-        return f"skip ({e})"
+def store_after_first_call(compiled, cache, key: str, files: dict, precompile=None) -> str:
+    """Arrange for the entry (``encode``'s files) to be written once the graph has run: a
+    kernel that fails to compile or launch is never cached. Returns the report's cache state."""
     compiled.after_first_call.append(lambda: cache.put(
         key, with_launch_configs(files, compiled, precompile)))
     return "miss"

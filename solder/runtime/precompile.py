@@ -45,12 +45,18 @@ class Job(NamedTuple):
 def compile_jobs(compiled, steps, by_name) -> list[Job]:
     """One job for each kernel launch the graph's first call will make, where its sizes are
     static; duplicates removed."""
+    return jobs_for(launches(steps, compiled.kernels, by_name), compiled)
+
+
+def launches(steps, kernels: dict, by_name) -> list[tuple]:
+    """(kernel, xnumel, rnumel, warmup arguments) of each kernel launch of the graph's first
+    call whose sizes are static: plain data, worked out where the graph's IR is (a forked
+    child sends them as JSON through ``encode_args``)."""
     from ..schedule.fusion import Kernel
-    jobs, seen = [], set()
+    out = []
     for step in steps:
-        if not isinstance(step, Kernel) or step.name not in compiled.runners:
+        if not isinstance(step, Kernel) or step.name not in kernels:
             continue
-        runner = compiled.runners[step.name]
         try:
             xnumel, rnumel = int(step.xnumel), int(step.rnumel)
         except TypeError:
@@ -58,7 +64,7 @@ def compile_jobs(compiled, steps, by_name) -> list[Job]:
         if xnumel == 0:
             continue
         args = []
-        for kind, what in runner.src.args:
+        for kind, what in kernels[step.name].args:
             if kind == "ptr":
                 args.append(by_name[what].layout.dtype)
             elif kind == "seed":
@@ -68,12 +74,45 @@ def compile_jobs(compiled, steps, by_name) -> list[Job]:
             else:
                 break  # a size argument: not a static graph
         else:
-            for cfg in runner.planned_configs(xnumel, rnumel):
-                key = (id(runner.fn), tuple(map(str, args)), tuple(sorted(cfg.items())))
-                if key not in seen:
-                    seen.add(key)
-                    jobs.append(Job(step.name, runner.fn, args, cfg))
+            out.append((step.name, xnumel, rnumel, args))
+    return out
+
+
+def jobs_for(launch_list: list[tuple], compiled) -> list[Job]:
+    """The compile jobs of ``launches``: each launch's planned configs (the heuristic one, or
+    every candidate the tuner will time), duplicates removed."""
+    jobs, seen = [], set()
+    for name, xnumel, rnumel, args in launch_list:
+        runner = compiled.runners.get(name)
+        if runner is None:
+            continue
+        for cfg in runner.planned_configs(xnumel, rnumel):
+            key = (id(runner.fn), tuple(map(str, args)), tuple(sorted(cfg.items())))
+            if key not in seen:
+                seen.add(key)
+                jobs.append(Job(name, runner.fn, args, cfg))
     return jobs
+
+
+def encode_args(args: list) -> list:
+    return [f"dtype:{str(a).removeprefix('torch.')}" if isinstance(a, torch.dtype) else a
+            for a in args]
+
+
+def decode_args(args: list) -> list:
+    """``encode_args`` undone; raises ValueError on anything else."""
+    decoded = []
+    for a in args:
+        if isinstance(a, str) and a.startswith("dtype:"):
+            dt = getattr(torch, a[len("dtype:"):], None)
+            if not isinstance(dt, torch.dtype):
+                raise ValueError(f"bad dtype {a!r} in a precompile job")
+            decoded.append(dt)
+        elif type(a) is int:
+            decoded.append(a)
+        else:
+            raise ValueError(f"bad argument {a!r} in a precompile job")
+    return decoded
 
 
 def encode_jobs(jobs: list[Job], compiled, device: torch.device) -> dict:
@@ -82,9 +121,7 @@ def encode_jobs(jobs: list[Job], compiled, device: torch.device) -> dict:
     for job in jobs:
         runner = compiled.runners.get(job.kernel)
         if runner is not None and job.cfg in runner.configs.values():
-            args = [f"dtype:{str(a).removeprefix('torch.')}" if isinstance(a, torch.dtype)
-                    else a for a in job.args]
-            kept.append([job.kernel, args, job.cfg])
+            kept.append([job.kernel, encode_args(job.args), job.cfg])
     return {"device": str(device), "jobs": kept}
 
 
@@ -97,18 +134,7 @@ def decode_jobs(data: dict, compiled) -> tuple[list[Job], torch.device]:
         runner = compiled.runners.get(kernel)
         if runner is None or not is_launch_config(cfg):
             raise ValueError(f"bad precompile job for kernel {kernel!r}")
-        decoded = []
-        for a in args:
-            if isinstance(a, str) and a.startswith("dtype:"):
-                dt = getattr(torch, a[len("dtype:"):], None)
-                if not isinstance(dt, torch.dtype):
-                    raise ValueError(f"bad dtype {a!r} in a precompile job")
-                decoded.append(dt)
-            elif type(a) is int:
-                decoded.append(a)
-            else:
-                raise ValueError(f"bad argument {a!r} in a precompile job")
-        jobs.append(Job(kernel, runner.fn, decoded, cfg))
+        jobs.append(Job(kernel, runner.fn, decode_args(args), cfg))
     return jobs, device
 
 
