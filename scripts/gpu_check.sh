@@ -71,7 +71,9 @@ for part in "$@"; do
   compile)   # COMPILE_TIME_CASES=resnet50,llama_train [COMPILE_REPS=2]: cold compiles, each in a
              # fresh process, backends alternating first (solder/bench/compile_time.py);
              # [COMPILE_VARIANTS="early=compile_backward_early=1 ..."]: Solder with settings changed
+             # [COMPILE_VARIANT_CASES=llama_train]: the variants for these cases only
     variants=(); for v in ${COMPILE_VARIANTS:-}; do variants+=(--variant "$v"); done
+    [ -n "${COMPILE_VARIANT_CASES:-}" ] && variants+=(--variant-cases "$COMPILE_VARIANT_CASES")
     timeout "${COMPILE_TIME_S:-500}" $PY -m solder.bench.compile_time ${variants[@]+"${variants[@]}"} \
       --cases "${COMPILE_TIME_CASES:-gpt2,llama_train,resnet50}" --reps "${COMPILE_REPS:-2}" \
       --budget $(( ${COMPILE_TIME_S:-500} - 15 )) \

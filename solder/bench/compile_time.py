@@ -78,21 +78,24 @@ def run_in_fresh_process(case: str, backend: str, timeout_s: float,
 def measure(cases: list[str], backends: list[str], reps: int,
             run_one: Callable[[str, str], tuple[Optional[float], str]],
             log: Callable[[str], None] = print, budget_s: Optional[float] = None,
-            clock: Callable[[], float] = time.monotonic) -> dict:
+            clock: Callable[[], float] = time.monotonic,
+            skip: Callable[[str, str], bool] = lambda case, backend: False) -> dict:
     """{case: {backend: [seconds, ...]}}; a failed run is logged and left out. With
     ``budget_s``, a case's repetition (every backend's run) starts only if the time left holds
     as many runs as long as the longest so far: the runs that did finish come in pairs, and the
-    caller still prints its table when an outer time limit is near."""
-    results: dict = {c: {b: [] for b in backends} for c in cases}
+    caller still prints its table when an outer time limit is near. ``skip(case, backend)``:
+    a column that case does not run (a variant meant for other cases)."""
+    results: dict = {c: {b: [] for b in backends if not skip(c, b)} for c in cases}
     end = None if budget_s is None else clock() + budget_s
     longest = 0.0
     for rep in range(reps):
         for case in cases:
-            if end is not None and end - clock() < longest * len(backends):
+            columns = [b for b in backends if not skip(case, b)]
+            if end is not None and end - clock() < longest * len(columns):
                 log(f"stopped before {case} (repetition {rep + 1}): {end - clock():.0f} s of "
                     f"the budget left, the longest run took {longest:.0f} s")
                 return results
-            order = backends if rep % 2 == 0 else list(reversed(backends))
+            order = columns if rep % 2 == 0 else list(reversed(columns))
             for backend in order:
                 started = clock()
                 seconds, tail = run_one(case, backend)
@@ -114,8 +117,10 @@ def table(results: dict, backends: list[str]) -> str:
         row = case.ljust(14)
         medians = {}
         for b in backends:
-            runs = by_backend[b]
-            if runs:
+            runs = by_backend.get(b)
+            if runs is None:
+                cell = "-"   # not run for this case
+            elif runs:
                 medians[b] = statistics.median(runs)
                 cell = f"{medians[b]:.2f} ({', '.join(f'{s:.1f}' for s in runs)})"
             else:
@@ -141,6 +146,8 @@ def main(argv=None) -> int:
     p.add_argument("--variant", action="append", default=[], metavar="NAME=FIELD=VALUE,...",
                    help="also a column NAME: Solder with these config fields set, e.g. "
                         "early=compile_backward_early=1 (repeatable)")
+    p.add_argument("--variant-cases", metavar="CASE,...",
+                   help="run the --variant columns for these cases only (default: all)")
     p.add_argument("--json", help="write the seconds of every run here")
     p.add_argument("--log", help="append each run's output (its compile breakdown) here")
     p.add_argument("--budget", type=float, help="seconds for the whole measurement: no case's "
@@ -165,8 +172,11 @@ def main(argv=None) -> int:
             with open(args.log, "a") as f:
                 f.write(f"== {case} / {column}\n{out}\n")
         return seconds, out
+    variant_cases = ({c.strip() for c in args.variant_cases.split(",") if c.strip()}
+                     if args.variant_cases else set(cases))
     results = measure(cases, backends, args.reps, run_one,
-                      log=lambda s: print(s, file=sys.stderr, flush=True), budget_s=args.budget)
+                      log=lambda s: print(s, file=sys.stderr, flush=True), budget_s=args.budget,
+                      skip=lambda case, column: column in variants and case not in variant_cases)
     print(table(results, backends))
     if args.json:
         with open(args.json, "w") as f:

@@ -74,6 +74,20 @@ def test_a_variant_column_runs_solder_with_its_environment(monkeypatch):
                     ("a", "solder", {"SOLDER_COMPILE_BACKWARD_EARLY": "1"})]
 
 
+def test_variant_columns_run_for_the_variant_cases_only(monkeypatch, capsys):
+    seen = []
+    monkeypatch.setattr(ct, "run_in_fresh_process",
+                        lambda case, backend, timeout, extra_env=None:
+                        (seen.append((case, bool(extra_env))) or 1.0, ""))
+    assert ct.main(["--cases", "a,b", "--reps", "1", "--backends", "solder",
+                    "--variant", "child=compile_backward_in_child=1",
+                    "--variant-cases", "b"]) == 0   # complete: a's missing column is not a failure
+    assert seen == [("a", False), ("b", False), ("b", True)]
+    rows = capsys.readouterr().out.splitlines()
+    a_row = next(r for r in rows if r.startswith("a "))
+    assert a_row.split()[-1] == "-" and "failed" not in a_row
+
+
 def test_a_budget_stops_before_a_repetition_that_would_not_fit():
     now = [0.0]
     durations = {"inductor": 30.0, "solder": 10.0}
