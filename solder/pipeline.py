@@ -76,8 +76,9 @@ class CompileContext:
 
 def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileContext) -> Callable:
     # a backward that a forked child lowered while the forward compiled (capture/aot.py)
-    child = ctx.backward_child if kind == "backward" else None
-    ctx.backward_child = None if child is not None else ctx.backward_child
+    child = None
+    if kind == "backward":
+        child, ctx.backward_child = ctx.backward_child, None
     try:
         return _compile_graph(gm, kind, ctx, child)
     finally:

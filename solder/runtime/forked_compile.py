@@ -75,6 +75,9 @@ class ForkedWork:
         stopped using the CPU for ``STALL_S``, or took ``max_wait_s``."""
         try:
             return self._wait(max_wait_s)
+        except OSError as e:
+            self.reason = f"waiting for the child failed: {e}"
+            return None
         finally:
             self._finalizer()
 
@@ -85,9 +88,10 @@ class ForkedWork:
     def _wait(self, max_wait_s: float) -> Optional[dict]:
         end = time.perf_counter() + max_wait_s
         last_cpu, still_since = None, time.perf_counter()
+        done = select.poll()   # not select.select: a busy process's descriptors pass 1024
+        done.register(self.done_fd, select.POLLIN | select.POLLHUP)
         while True:
-            ready, _, _ = select.select([self.done_fd], [], [], POLL_S)
-            if ready:
+            if done.poll(POLL_S * 1000):
                 break
             now = time.perf_counter()
             cpu = _cpu_ticks(self.pid)

@@ -139,3 +139,21 @@ def test_forked_work_answers_reports_errors_and_exits_without_answer():
     slow.discard()   # stopped and reaped: no child left behind
     with pytest.raises(ChildProcessError):
         os.waitpid(slow.pid, os.WNOHANG)
+
+
+def test_an_answer_arrives_on_a_descriptor_past_1024():
+    # select.select cannot wait on descriptors >= 1024; a large training process has that many
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("cannot open 1100 descriptors here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.dup(0) for _ in range(1100)]
+    try:
+        work = ForkedWork.start(lambda: {"ok": True})
+        assert work.done_fd >= 1024
+        assert work.answer() == {"ok": True}
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
