@@ -59,7 +59,8 @@ class Config:
         False, "with compile_backward_early, lower, schedule and generate a training graph's "
         "backward in a forked child process while this one does the forward's (Linux; the "
         "child's code is used only for the very graph it compiled, and anything wrong with it "
-        "means compiling here: runtime/forked_compile.py)")
+        "means compiling here; graphs with symbolic sizes compile here: "
+        "runtime/forked_compile.py)")
     check_indices: bool = _setting(
         False, "check index tensors against the dimension they index (a fused reduction and "
         "an asynchronous assert per indexing op); off, an out-of-range index reads 0 in a "

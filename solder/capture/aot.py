@@ -76,12 +76,25 @@ def _partition(ctx: CompileContext, joint, joint_inputs, **kwargs):
 def _backward_in_child(config, bw) -> bool:
     """Whether to lower the backward in a forked child (``compile_backward_in_child``): only
     where the backward compiles right after the forward, and only graphs whose lowering runs
-    no device code (a constant's value is read from the GPU) and that cache as plain data."""
+    no device code (a constant's value is read from the GPU), that cache as plain data and
+    whose sizes are all static (with symbolic ones, lowering may add guards to Dynamo's shape
+    environment, and the child's copy of it is thrown away)."""
     if not (config.compile_backward_in_child and config.compile_backward_early
             and not config.debug_dir and not config.debug_eager and forked_compile_available()):
         return False
     return not any(n.op == "get_attr" or isinstance(n.target, torch._ops.HigherOrderOperator)
-                   for n in bw.graph.nodes)
+                   or _symbolic(n.meta.get("val")) for n in bw.graph.nodes)
+
+
+def _symbolic(v) -> bool:
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True
+    if isinstance(v, torch.Tensor):
+        return any(isinstance(d, torch.SymInt)
+                   for d in (*v.shape, *v.stride(), v.storage_offset()))
+    if isinstance(v, (list, tuple)):
+        return any(_symbolic(x) for x in v)
+    return False
 
 
 def _child_compile(bw, config) -> dict:

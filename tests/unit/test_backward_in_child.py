@@ -157,3 +157,22 @@ def test_an_answer_arrives_on_a_descriptor_past_1024():
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_no_child_for_symbolic_sizes(device, monkeypatch):
+    # lowering may add guards to Dynamo's shape environment; a child's copy would lose them
+    started = []
+    real = ForkedWork.start
+    monkeypatch.setattr(ForkedWork, "start", classmethod(
+        lambda cls, work: started.append(1) or real.__func__(cls, work)))
+    torch._dynamo.reset()
+    ctx = CompileContext(Config().replace(cache=False, compile_backward_in_child=True))
+    f = torch.compile(step, backend=backend_for(None, ctx), dynamic=True)
+    for rows in (6, 9):
+        w = torch.randn(8, 16, device=device, requires_grad=True)
+        x = torch.randn(rows, 8, device=device)
+        f(x, w, torch.zeros(16, device=device)).backward()
+        w2 = w.detach().clone().requires_grad_()
+        step(x, w2, torch.zeros(16, device=device)).backward()
+        torch.testing.assert_close(w.grad, w2.grad)
+    assert started == [] and ctx.graphs and "lower" in ctx.graphs[-1].timings
