@@ -68,6 +68,11 @@ def _partition(ctx: CompileContext, joint, joint_inputs, **kwargs):
     with torch._functorch.config.patch(cse=False):
         fw, bw = min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor",
                                                      **kwargs)
+    # AOTAutograd also partitions the bodies of higher-order ops with this function, before
+    # the graph that holds them: the last partition's backward is the one compiled next
+    if ctx.backward_child is not None:
+        ctx.backward_child.discard()
+        ctx.backward_child = None
     if _backward_in_child(ctx.config, bw):
         ctx.backward_child = ForkedWork.start(lambda: _child_compile(bw, ctx.config))
     return fw, bw
