@@ -45,7 +45,7 @@ class ForkedWork:
         self.pid, self.done_fd, self.folder = pid, done_fd, folder
         self.started = time.perf_counter()
         self.reason = ""          # why there is no answer, for the report
-        self._finalizer = weakref.finalize(self, _reap, pid, done_fd, folder)
+        self._finalizer = weakref.finalize(self, _reap, pid, done_fd, folder, os.getpid())
 
     @classmethod
     def start(cls, work: Callable[[], dict]) -> Optional["ForkedWork"]:
@@ -145,7 +145,9 @@ def _cpu_ticks(pid: int) -> Optional[int]:
         return None
 
 
-def _reap(pid: int, done_fd: int, folder: str) -> None:
+def _reap(pid: int, done_fd: int, folder: str, owner: int) -> None:
+    if os.getpid() != owner:   # a later child's copy of this handle: not its child to stop
+        return
     try:
         os.kill(pid, signal.SIGKILL)
     except OSError:

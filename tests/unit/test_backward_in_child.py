@@ -176,3 +176,12 @@ def test_no_child_for_symbolic_sizes(device, monkeypatch):
         step(x, w2, torch.zeros(16, device=device)).backward()
         torch.testing.assert_close(w.grad, w2.grad)
     assert started == [] and ctx.graphs and "lower" in ctx.graphs[-1].timings
+
+
+def test_a_child_cannot_stop_its_parents_other_child():
+    # each child holds a copy of the parent's handles; discarding one there must not kill the
+    # parent's child
+    first = ForkedWork.start(lambda: time.sleep(0.5) or {"first": True})
+    second = ForkedWork.start(lambda: first.discard() or {"second": True})
+    assert second.answer() == {"second": True}
+    assert first.answer() == {"first": True}
