@@ -8,8 +8,8 @@ or a value read by several consumers that is too expensive to recompute.
 """
 from __future__ import annotations
 
-import operator
 import functools
+import operator
 import os
 import re
 from typing import Any, Optional
@@ -550,9 +550,14 @@ def _source_of(node) -> list[str]:
     trace = node.meta.get("stack_trace")
     if not trace:
         return []
+    return list(_source_of_trace(trace))
+
+
+@functools.lru_cache(maxsize=4096)   # a model's repeated layers share their stack traces
+def _source_of_trace(trace: str) -> tuple:
     frames = _FRAME.findall(trace)
     user = [f for f in frames if not f[0].startswith(_library_dirs())]
     if not (user or frames):
-        return []
+        return ()
     path, line, fn, code = (user or frames)[-1]
-    return [f"{path.rsplit('/', 1)[-1]}:{line} {code.strip()}"]
+    return (f"{path.rsplit('/', 1)[-1]}:{line} {code.strip()}",)

@@ -7,6 +7,8 @@ in which case the op runs through ATen and ``solder.explain`` lists it with that
 """
 from __future__ import annotations
 
+import functools
+
 from typing import Any, Callable
 
 import torch
@@ -73,6 +75,7 @@ class Call:
         return sym_list(self.first.stride())
 
 
+@functools.lru_cache(maxsize=None)   # asked for every node of every graph; ops are few
 def op_name(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
         pkt = target._schema.name.split("::")
