@@ -54,35 +54,36 @@ class Uncacheable(Exception):
 
 def graph_key(gm, kind: str, config, interpreting: bool) -> str:
     """The cache key of compiling ``gm``; raises Uncacheable."""
-    from ..lower.graph import _source_of  # what lowering writes into kernel comments
     from .cache import make_key
-    nodes = []
     cuda = None
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             raise Uncacheable("the graph holds attributes (constants)")
         if isinstance(node.target, torch._ops.HigherOrderOperator):
             raise Uncacheable(f"higher-order op {node.target.name()}")
-        val = node.meta.get("val")
-        nodes.append((node.name, _meta(val), tuple(_source_of(node))))
-        cuda = cuda or _cuda_device(val)
+        cuda = cuda or _cuda_device(node.meta.get("val"))
     settings = tuple(sorted((f.name, getattr(config, f.name))
                             for f in dataclasses.fields(config) if f.name not in _NOT_CODE))
     capability = tuple(torch.cuda.get_device_capability(cuda)) if cuda is not None else None
-    # the graph's code printed now, not ``gm.code``: that is only as fresh as the last recompile
-    code = gm.graph.python_code(root_module="self").src
-    return make_key("solder-graph", FORMAT, kind, code, tuple(nodes), config.codegen_key(),
+    code, nodes = _description(gm)
+    return make_key("solder-graph", FORMAT, kind, code, nodes, config.codegen_key(),
                     settings, bool(interpreting), capability)
 
 
 def fingerprint(gm) -> str:
-    """A hash of everything lowering reads from ``gm``: its code, and each node's example value
-    and source lines. A forked child's code is used only for a graph with its fingerprint."""
+    """A hash of everything lowering reads from ``gm`` (``_description``). A forked child's
+    code is used only for a graph with its fingerprint."""
+    return hashlib.sha256(repr(_description(gm)).encode()).hexdigest()
+
+
+def _description(gm) -> tuple:
+    """What lowering reads from ``gm``: its code, printed now (``gm.code`` is only as fresh as
+    the last recompile), and each node's example value and source lines (which kernel comments
+    quote)."""
     from ..lower.graph import _source_of
-    h = hashlib.sha256(gm.graph.python_code(root_module="self").src.encode())
-    for node in gm.graph.nodes:
-        h.update(repr((node.name, _meta(node.meta.get("val")), _source_of(node))).encode())
-    return h.hexdigest()
+    nodes = tuple((node.name, _meta(node.meta.get("val")), tuple(_source_of(node)))
+                  for node in gm.graph.nodes)
+    return gm.graph.python_code(root_module="self").src, nodes
 
 
 def _meta(v) -> Any:
