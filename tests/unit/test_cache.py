@@ -75,13 +75,16 @@ def test_versions_feed_the_key(monkeypatch, tmp_path):
     with monkeypatch.context() as m:
         m.setattr(cache_mod, "_solder_version", lambda: "9.9.9")
         assert make_key("g") != base
-    # An edit to solder's source changes the key even without a version bump.
+    # An edit to solder's source changes the key even without a version bump, from the next
+    # process on (a process reads the sources once: the code it runs is what it imported).
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "a.py").write_text("x = 1\n")
     monkeypatch.setattr(cache_mod, "_PACKAGE_DIR", pkg)
     before = make_key("g")
     (pkg / "a.py").write_text("x = 2\n")
+    assert make_key("g") == before
+    cache_mod._source_fingerprint.cache_clear()   # a new process
     assert make_key("g") != before
     monkeypatch.undo()
     assert make_key("g") == base

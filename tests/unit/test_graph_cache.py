@@ -380,3 +380,33 @@ def test_the_key_follows_the_graph_not_a_stale_forward():
     mul.args = (mul.args[0], 3)   # the graph changes; gm.code does not
     assert gm.code == code
     assert graph_key(gm, "inference", Config(), True) != before
+
+
+def test_the_key_tells_apart_what_the_code_would():
+    # the key describes the nodes themselves: each argument's type and value, each keyword,
+    # each target, as the graph's printed code would have
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from solder.config import Config
+    from solder.runtime.graph_cache import Uncacheable, graph_key
+
+    def build():
+        return make_fx(lambda x: (torch.sum(x * 2, dim=0, keepdim=True),))(torch.ones(3, 2))
+
+    def key(gm):
+        return graph_key(gm, "inference", Config(), True)
+    gm = build()
+    base = key(gm)
+    assert key(build()) == base   # made again, the same key: nothing depends on object identity
+    (mul,) = [n for n in gm.graph.nodes if n.target is torch.ops.aten.mul.Tensor]
+    (total,) = [n for n in gm.graph.nodes if n.target is torch.ops.aten.sum.dim_IntList]
+    seen = {base}
+    for edit in (lambda: setattr(mul, "args", (mul.args[0], 2.0)),   # 2 -> 2.0
+                 lambda: setattr(mul, "args", (mul.args[0], True)),  # 2 -> True
+                 lambda: setattr(mul, "target", torch.ops.aten.div.Tensor),
+                 lambda: setattr(total, "kwargs", {"keepdim": False})):
+        edit()
+        seen.add(key(gm))
+    assert len(seen) == 5
+    mul.target = lambda a, b: a * b   # no name that is the same in the next process
+    with pytest.raises(Uncacheable, match="no name that is the same"):
+        key(gm)
