@@ -22,6 +22,7 @@ from .decompositions import solder_decompositions
 from .passes import prepare_graph
 from .attention_backends import restricted as attention_backends_restricted
 from .attention_masks import simplify_attention_masks
+from .aot_logs import unprinted_unless_logged
 from .before_autograd import rewrite_before_autograd
 
 
@@ -137,6 +138,7 @@ def make_aot_backend(ctx: CompileContext):
                 torch._functorch.config, "force_non_lazy_backward_lowering"):
             patches["force_non_lazy_backward_lowering"] = True
         with torch._functorch.config.patch(**patches), paused_gc(ctx.config.pause_gc), \
-                attention_backends_restricted(ctx.config.attention_backends):
+                attention_backends_restricted(ctx.config.attention_backends), \
+                unprinted_unless_logged():
             return backend(gm, example_inputs)
     return compile_fn
