@@ -19,6 +19,7 @@ def solder_backend(gm, example_inputs, options: Optional[dict] = None, _ctx=None
     ctx = _ctx or CompileContext(cfg)
     import time
     ctx.started = time.perf_counter()
+    ctx.started_cpu = time.thread_time()
     from .capture.aot import make_aot_backend
     return make_aot_backend(ctx)(gm, example_inputs)
 

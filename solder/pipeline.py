@@ -70,6 +70,7 @@ class CompileContext:
         self.rewrites: list[str] = []   # what was rewritten in Dynamo's graphs, one line each
         self.notes: list[str] = []      # what a rewrite looked at and left alone, and why
         self.started: Optional[float] = None   # when Dynamo handed over the current graph
+        self.started_cpu: Optional[float] = None   # this thread's CPU seconds then
         # the next backward, lowered in a forked child (runtime/forked_compile.ForkedWork)
         self.backward_child = None
 
@@ -109,6 +110,10 @@ def _compile_graph(gm: fx.GraphModule, kind: str, ctx: CompileContext, child) ->
     from .runtime import graph_cache
     t_key = time.perf_counter()
     captured = {"capture": max(0.0, t_key - ctx.started) if ctx.started else 0.0}
+    if ctx.started and ctx.started_cpu is not None:
+        # the thread's own CPU seconds beside each wall time: where the wall time is much
+        # longer, the thread waited (for the GIL, held by the kernels' compile threads)
+        captured["cpu_capture"] = time.thread_time() - ctx.started_cpu
     cache, key, cache_state = graph_cache.prepare(gm, kind, config, _interpreting())
     if key is not None:   # Solder's own time on a warm start too: the graph printed and hashed
         captured["cache_key"] = time.perf_counter() - t_key
@@ -228,7 +233,7 @@ def generate_code(gm: fx.GraphModule, kind: str, config: Config, name: str, repo
     from .lower.graph import GraphLowering
     from .schedule.fusion import Kernel, schedule
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.thread_time()
     graph = GraphLowering(gm, kind, config, name).run()
     t1 = time.perf_counter()
     steps = schedule(graph, config)
@@ -237,7 +242,7 @@ def generate_code(gm: fx.GraphModule, kind: str, config: Config, name: str, repo
     kernels = {s.name: generate(s, graph.by_name, int64) for s in steps if isinstance(s, Kernel)}
     wrapper = WrapperGen(graph, steps, kernels, name).generate()
     module_src = kernel_module_source(list(kernels.values()))
-    t3 = time.perf_counter()
+    t3, cpu3 = time.perf_counter(), time.thread_time()
     report.wrapper = wrapper.source
     for s in steps:
         if isinstance(s, Kernel):
@@ -250,7 +255,8 @@ def generate_code(gm: fx.GraphModule, kind: str, config: Config, name: str, repo
     report.fallbacks = [CallReport(op, reason) for op, reason in graph.fallbacks]
     report.user_kernels = list(getattr(graph, "user_kernel_reports", []))
     return (graph, steps, kernels, wrapper, module_src,
-            {"lower": t1 - t0, "schedule": t2 - t1, "codegen": t3 - t2})
+            {"lower": t1 - t0, "schedule": t2 - t1, "codegen": t3 - t2,
+             "cpu_lower_schedule_codegen": cpu3 - cpu0})
 
 
 _LOGGED_STAGES = (("capture", "capture"), ("cache_key", "cache key"), ("lower", "lower"),

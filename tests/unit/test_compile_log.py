@@ -33,3 +33,23 @@ def test_nothing_is_logged_unless_asked(caplog):
     with caplog.at_level(logging.WARNING, logger="solder"):
         torch.compile(lambda x: x * 2, backend="solder")(torch.randn(4))
     assert not [r for r in caplog.records if r.name == "solder"]
+
+
+def test_stages_report_the_threads_cpu_seconds_beside_their_wall_seconds(capsys):
+    # wall seconds much longer than the thread's CPU seconds mean it waited (for the GIL)
+    from solder.backend import backend_for
+    from solder.bench.profile import _solder_stages
+    from solder.config import Config
+    from solder.pipeline import CompileContext
+    ctx = CompileContext(Config().replace(cache=False))
+    torch._dynamo.reset()
+    torch.compile(lambda x: (x.sin() * 2).sum(-1), backend=backend_for({"cache": False}, ctx))(
+        torch.randn(8, 32))
+    (t,) = [g.timings for g in ctx.graphs]
+    own = t["lower"] + t["schedule"] + t["codegen"]
+    assert 0 < t["cpu_lower_schedule_codegen"] <= own + 0.01
+    assert 0 < t["cpu_capture"] <= t["capture"] + 0.01
+    _solder_stages(ctx, 10.0)   # the bench's stage table: a count beside the stages, not one
+    table = capsys.readouterr().out
+    assert "cpu_lower_schedule_codegen: " in table
+    assert not any(line.split()[0].startswith("cpu_") for line in table.splitlines()[2:])
