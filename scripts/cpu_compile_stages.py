@@ -3,12 +3,16 @@
 Builds a bench case at its full size on the CPU and compiles it with Solder under Triton's
 interpreter, stopping at the first call (the interpreter would take minutes to run it): what is
 timed is Dynamo, capture and Solder's own stages, which are the same code on either device.
-Prints the wall seconds up to the first call and each graph's stage timings; with ``--profile``
+Prints the wall seconds up to the first call and each graph's stage timings (Solder's own:
+cache key, lower, schedule, codegen, load, waiting for a forked child); with ``--profile``
 also a cProfile of the compile (sorted by own time), with ``--dump DIR`` the generated code of
 each graph, to compare two versions byte for byte.
 
     TRITON_INTERPRET=1 python scripts/cpu_compile_stages.py llama_train [--reps 3]
         [--profile N] [--dump DIR] [--set FIELD=VALUE ...]
+    # a warm start: one process writes the cache entries, the next one reads them
+    SOLDER_CACHE=1 SOLDER_CACHE_DIR=/tmp/c python scripts/cpu_compile_stages.py gpt2 --store
+    SOLDER_CACHE=1 SOLDER_CACHE_DIR=/tmp/c python scripts/cpu_compile_stages.py gpt2
 
 Cases: gpt2, llama_train, resnet50 (transformers' ResNet-50: torchvision needs a GPU build
 of torch here), bert_train, vit, convnext.
@@ -49,8 +53,9 @@ def build(case: str):
     return next(c for c in all_cases() if c.name == case).build(torch.device("cpu"), False)
 
 
-def compile_once(work, options: dict, dump: str | None):
-    """(wall seconds up to the first call, the graphs' reports)."""
+def compile_once(work, options: dict, dump: str | None, store: bool = False):
+    """(wall seconds up to the first call, the graphs' reports). ``store``: at the first call,
+    write each graph's cache entry as its first call would (with no launch configs chosen)."""
     import solder
     from solder.backend import backend_for
     from solder.config import resolve
@@ -62,16 +67,27 @@ def compile_once(work, options: dict, dump: str | None):
     ctx = CompileContext(resolve(options))
     fn = torch.compile(work.fn, backend=backend_for(options, ctx))
 
+    made = []
+
     def stop(self, *args):
+        for graph in made if store else ():
+            hooks, graph.after_first_call = graph.after_first_call, []
+            for hook in hooks:
+                hook()
         raise StopAtFirstCall
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        made.append(self)
     real_call, CompiledGraph.__call__ = CompiledGraph.__call__, stop
+    real_init, CompiledGraph.__init__ = CompiledGraph.__init__, init
     t0 = time.perf_counter()
     try:
         work.step(fn)
     except StopAtFirstCall:
         pass
     finally:
-        CompiledGraph.__call__ = real_call
+        CompiledGraph.__call__, CompiledGraph.__init__ = real_call, real_init
     del solder
     return time.perf_counter() - t0, ctx.graphs
 
@@ -90,6 +106,9 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--profile", type=int, metavar="N", help="cProfile the last rep, top N")
     p.add_argument("--dump", metavar="DIR", help="the generated code of each graph, in DIR")
+    p.add_argument("--store", action="store_true",
+                   help="with SOLDER_CACHE=1: write the cache entries, for a warm start in the "
+                        "next process")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="a solder.config.Config field for this compile")
     args = p.parse_args(argv)
@@ -102,7 +121,8 @@ def main(argv=None) -> int:
             import cProfile
             prof = cProfile.Profile()
             prof.enable()
-        wall, graphs = compile_once(work, options, args.dump if rep == args.reps - 1 else None)
+        wall, graphs = compile_once(work, options, args.dump if rep == args.reps - 1 else None,
+                                    args.store)
         if prof is not None:
             prof.disable()
         stages = {}
@@ -110,7 +130,8 @@ def main(argv=None) -> int:
             for k, v in g.timings.items():
                 if isinstance(v, float) and not k.startswith("in_child"):
                     stages[k] = stages.get(k, 0.0) + v
-        own = sum(stages.get(k, 0.0) for k in ("lower", "schedule", "codegen", "load"))
+        own = sum(stages.get(k, 0.0) for k in ("cache_key", "lower", "schedule", "codegen",
+                                                "load", "child_wait"))
         text = " ".join(f"{k}={v:.3f}" for k, v in stages.items() if v >= 0.0005)
         print(f"{args.case} rep {rep}: {wall:.2f} s to the first call; solder own {own:.3f}; "
               f"{text}", flush=True)
