@@ -98,7 +98,7 @@ def _target(t) -> str:
     raise Uncacheable(f"a node calls {t!r}, which has no name that is the same in every process")
 
 
-_PLAIN = (bool, int, float, str, type(None))
+_PLAIN = (bool, int, float, complex, str, type(None))
 _NAMED = (torch.dtype, torch.device, torch.layout, torch.memory_format)
 
 
@@ -108,14 +108,18 @@ def _arg(a) -> Any:
         return a
     if isinstance(a, torch.fx.Node):
         return ("node", a.name)
-    if isinstance(a, (list, tuple)):
+    if isinstance(a, tuple):
         return tuple(map(_arg, a))
+    if isinstance(a, list):   # told apart from a tuple, as the printed code would
+        return ("list", tuple(map(_arg, a)))
     if isinstance(a, dict):
         return tuple((k, _arg(v)) for k, v in a.items())
     if isinstance(a, _NAMED):
         return (type(a).__name__, str(a))
     if isinstance(a, slice):
         return ("slice", _arg(a.start), _arg(a.stop), _arg(a.step))
+    if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return (type(a).__name__, str(a.node.expr))
     raise Uncacheable(f"a node's argument is a {type(a).__name__}")
 
 

@@ -403,10 +403,11 @@ def test_the_key_tells_apart_what_the_code_would():
     for edit in (lambda: setattr(mul, "args", (mul.args[0], 2.0)),   # 2 -> 2.0
                  lambda: setattr(mul, "args", (mul.args[0], True)),  # 2 -> True
                  lambda: setattr(mul, "target", torch.ops.aten.div.Tensor),
-                 lambda: setattr(total, "kwargs", {"keepdim": False})):
-        edit()
+                 lambda: setattr(total, "kwargs", {"keepdim": False}),
+                 lambda: setattr(total, "args", (total.args[0], tuple(total.args[1])))):
+        edit()   # the last: a list of dimensions made a tuple
         seen.add(key(gm))
-    assert len(seen) == 5
+    assert len(seen) == 6
     mul.target = lambda a, b: a * b   # no name that is the same in the next process
     with pytest.raises(Uncacheable, match="no name that is the same"):
         key(gm)
