@@ -38,19 +38,21 @@ def _hf_resnet50(device, quick):
     from transformers import ResNetConfig, ResNetForImageClassification
     from solder.bench.cases import Workload
     torch.manual_seed(0)
-    model = ResNetForImageClassification(ResNetConfig()).to(device).eval()  # ResNet-50
-    x = torch.randn(32, 3, 224, 224, device=device)
+    config = (ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1])
+              if quick else ResNetConfig())   # ResNet-50
+    model = ResNetForImageClassification(config).to(device).eval()
+    x = (torch.randn(2, 3, 32, 32) if quick else torch.randn(32, 3, 224, 224)).to(device)
 
     def forward(x):
         return model(pixel_values=x).logits
     return Workload(forward, (x,))
 
 
-def build(case: str):
+def build(case: str, quick: bool = False):
     if case == "resnet50":
-        return _hf_resnet50(torch.device("cpu"), False)
+        return _hf_resnet50(torch.device("cpu"), quick)
     from solder.bench.cases import all_cases
-    return next(c for c in all_cases() if c.name == case).build(torch.device("cpu"), False)
+    return next(c for c in all_cases() if c.name == case).build(torch.device("cpu"), quick)
 
 
 def compile_once(work, options: dict, dump: str | None, store: bool = False):
@@ -104,6 +106,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("case")
     p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help="the case's toy size (a smoke test)")
     p.add_argument("--profile", type=int, metavar="N", help="cProfile the last rep, top N")
     p.add_argument("--dump", metavar="DIR", help="the generated code of each graph, in DIR")
     p.add_argument("--store", action="store_true",
@@ -112,7 +115,7 @@ def main(argv=None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="a solder.config.Config field for this compile")
     args = p.parse_args(argv)
-    work = build(args.case)
+    work = build(args.case, args.quick)
     options = _options(args.set)
     compile_once(work, options, None)   # imports, first-use caches: the bench warms up too
     for rep in range(args.reps):
