@@ -149,10 +149,12 @@ def _solder_stages(ctx, total: float) -> None:
                 print(f"  {g.name} slowest precompile jobs (compile+load): {v}")
             elif k == "precompile_worker_slowest":
                 print(f"  {g.name} slowest worker job: {v}")
-            elif isinstance(v, float) and k.startswith(("precompile_", "in_child_", "cpu_")):
+            elif isinstance(v, float) and k.startswith(("precompile_", "in_child_", "cpu_",
+                                                        "first_call_")):
                 # inside the wait, summed over a pool's threads, in a forked child (its share
-                # of the critical path is child_wait), or a stage's CPU seconds beside its wall
-                # seconds: not a stage of its own
+                # of the critical path is child_wait), a stage's CPU seconds beside its wall
+                # seconds, or the first call's, which holds the waits, launches and tuning:
+                # not a stage of its own
                 counts[k] = round(counts.get(k, 0.0) + v, 2)
             elif isinstance(v, float):   # seconds
                 stages[k] = stages.get(k, 0.0) + v

@@ -1,6 +1,8 @@
 """A compiled graph: its wrapper module and kernel runners, called with the graph's inputs."""
 from __future__ import annotations
 
+import time
+
 import torch
 
 from ..codegen.generated import KernelSource
@@ -42,6 +44,14 @@ class CompiledGraph:
         # run once, in order, before the first call (waiting for the kernels that compile in
         # the background: runtime/precompile.py)
         self.before_first_call: list = []
+        if stats is not None:   # the first call's wall seconds, waits, launches and tuning in
+            self._time_first_call(stats)
+
+    def _time_first_call(self, stats: dict) -> None:
+        started = []
+        self.before_first_call.append(lambda: started.append(time.perf_counter()))
+        self.after_first_call.append(lambda: stats.__setitem__(
+            "first_call_wall", time.perf_counter() - started[0]))
 
     def ready(self) -> None:
         """Wait for what must be done before the graph first runs; then it never waits again."""

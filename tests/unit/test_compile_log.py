@@ -35,7 +35,7 @@ def test_nothing_is_logged_unless_asked(caplog):
     assert not [r for r in caplog.records if r.name == "solder"]
 
 
-def test_stages_report_the_threads_cpu_seconds_beside_their_wall_seconds(capsys):
+def test_stages_report_cpu_seconds_beside_wall_seconds_and_the_first_calls(capsys):
     # wall seconds much longer than the thread's CPU seconds mean it waited (for the GIL)
     from solder.backend import backend_for
     from solder.bench.profile import _solder_stages
@@ -49,7 +49,9 @@ def test_stages_report_the_threads_cpu_seconds_beside_their_wall_seconds(capsys)
     own = t["lower"] + t["schedule"] + t["codegen"]
     assert 0 < t["cpu_lower_schedule_codegen"] <= own + 0.01
     assert 0 < t["cpu_capture"] <= t["capture"] + 0.01
-    _solder_stages(ctx, 10.0)   # the bench's stage table: a count beside the stages, not one
+    # and the first call's wall seconds, which hold its first launches (and any wait, tuning)
+    assert t["first_call_wall"] >= t["triton_compile"] > 0
+    _solder_stages(ctx, 10.0)   # the bench's stage table: counts beside the stages, not ones
     table = capsys.readouterr().out
-    assert "cpu_lower_schedule_codegen: " in table
+    assert "cpu_lower_schedule_codegen: " in table and "first_call_wall: " in table
     assert not any(line.split()[0].startswith("cpu_") for line in table.splitlines()[2:])
