@@ -803,14 +803,16 @@ for _name, _call in [("_sf_cheb_t", "_sf_chebyshev(x, n, 0)"), ("_sf_cheb_u", "_
 def helpers_for(source: str) -> str:
     """The helpers a module's kernels call, each after the helpers it calls."""
     wanted: list[str] = []
-
-    def need(name: str) -> None:
-        if name in wanted:
-            return
-        for dep in HELPERS[name][1]:
-            need(dep)
-        wanted.append(name)
     for name in sorted(set(re.findall(r"\b(_sf_\w+)\(", source))):
         if name in HELPERS:
-            need(name)
+            _need(name, wanted)
     return "".join("\n" + HELPERS[n][0] for n in wanted)
+
+
+def _need(name: str, wanted: list) -> None:
+    """``name`` appended to ``wanted`` after the helpers it calls, each once."""
+    if name in wanted:
+        return
+    for dep in HELPERS[name][1]:
+        _need(dep, wanted)
+    wanted.append(name)

@@ -202,18 +202,21 @@ def loads_of(v: Value) -> list[Value]:
 
 
 def walk(v: Value):
-    """Every value under ``v``, children before parents, each once."""
+    """Every value under ``v``, children before parents, each once (in the order of a
+    depth-first walk that visits children in order; a stack, so no recursion limit and no
+    self-referencing closure, which made every call a reference cycle)."""
     seen, order = set(), []
-
-    def visit(x):
+    stack = [(v, False)]
+    while stack:
+        x, children_done = stack.pop()
+        if children_done:
+            order.append(x)
+            continue
         if x in seen:
-            return
+            continue
         seen.add(x)
-        for c in x.children():
-            visit(c)
-        order.append(x)
-
-    visit(v)
+        stack.append((x, True))
+        stack.extend((c, False) for c in reversed(x.children()))
     return order
 
 
@@ -286,7 +289,10 @@ def rebuild(v: Value, visit) -> Value:
             memo[x] = out
         return out
 
-    return go(v)
+    try:
+        return go(v)
+    finally:
+        del go   # it refers to itself: each call would otherwise leave a reference cycle
 
 
 def _rebuilt(x: Value, go) -> Value:

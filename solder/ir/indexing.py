@@ -263,26 +263,28 @@ def linear_coefficients(expr, var):
     """Coefficients with which ``var`` appears in every Add of ``expr``; None if it appears
     other than linearly (inside a product with another variable, say)."""
     found = []
+    return found if _linear_terms(sympy.sympify(expr), var, found) else None
 
-    def visit(e):
-        if not e.has(var):
-            return True
-        if e == var:
-            found.append((sympy.Integer(1), None))
-            return True
-        if e.is_Add or e.is_Mul:
-            terms = sympy.Add.make_args(e) if e.is_Add else (e,)
-            ok = True
-            for t in terms:
-                coeff, rest = t.as_independent(var, as_Add=False)
-                if rest == var:
-                    found.append((coeff, e))
-                elif t.has(var):
-                    ok = ok and all(visit(a) for a in t.args)
-            return ok
-        return all(visit(a) for a in e.args)
 
-    return found if visit(sympy.sympify(expr)) else None
+def _linear_terms(e, var, found: list) -> bool:
+    """``linear_coefficients``' walk: appends (coefficient, Add) pairs to ``found``; False where
+    ``var`` appears other than linearly."""
+    if not e.has(var):
+        return True
+    if e == var:
+        found.append((sympy.Integer(1), None))
+        return True
+    if e.is_Add or e.is_Mul:
+        terms = sympy.Add.make_args(e) if e.is_Add else (e,)
+        ok = True
+        for t in terms:
+            coeff, rest = t.as_independent(var, as_Add=False)
+            if rest == var:
+                found.append((coeff, e))
+            elif t.has(var):
+                ok = ok and all(_linear_terms(a, var, found) for a in t.args)
+        return ok
+    return all(_linear_terms(a, var, found) for a in e.args)
 
 
 _MERGED = Memo()

@@ -33,6 +33,19 @@ class LoweringError(RuntimeError):
     pass
 
 
+def _lowered(a, env: dict):
+    """A node's argument with nodes replaced by their lowered values. (A function of its own,
+    not a closure that calls itself: such a closure is a reference cycle, and it held the whole
+    lowered graph until Python's cycle collector ran.)"""
+    if isinstance(a, fx.Node):
+        return env[a]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_lowered(x, env) for x in a)
+    if isinstance(a, (torch.SymInt, torch.SymBool)):
+        return sym(a)
+    return a
+
+
 class GraphLowering:
     def __init__(self, gm: fx.GraphModule, kind: str, config: Config, graph_name: str):
         self.gm = gm
@@ -210,15 +223,8 @@ class GraphLowering:
         return value
 
     def _args(self, node):
-        def m(a):
-            if isinstance(a, fx.Node):
-                return self.env[a]
-            if isinstance(a, (list, tuple)):
-                return type(a)(m(x) for x in a)
-            if isinstance(a, (torch.SymInt, torch.SymBool)):
-                return sym(a)
-            return a
-        return m(node.args), {k: m(v) for k, v in node.kwargs.items()}
+        return (_lowered(node.args, self.env),
+                {k: _lowered(v, self.env) for k, v in node.kwargs.items()})
 
     def _call(self, node):
         val = node.meta.get("val")
@@ -321,15 +327,18 @@ class GraphLowering:
         return BufferArg(s.buffer, tuple(s.layout.size), tuple(s.layout.stride),
                          s.layout.offset, is_view)
 
+    def _as_args(self, a):
+        """An extern call's argument: tensors as buffer arguments, in lists and tuples too."""
+        if isinstance(a, TensorValue):
+            return self.as_arg(a)
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._as_args(x) for x in a)
+        return a
+
     def extern_call(self, node, op, args, kwargs, kind: str, reason: str = ""):
         """Call ``op`` from the wrapper; its tensor results become buffers."""
-        def conv(a):
-            if isinstance(a, TensorValue):
-                return self.as_arg(a)
-            if isinstance(a, (list, tuple)):
-                return type(a)(conv(x) for x in a)
-            return a
-        cargs, ckwargs = conv(tuple(args)), {k: conv(v) for k, v in kwargs.items()}
+        cargs = self._as_args(tuple(args))
+        ckwargs = {k: self._as_args(v) for k, v in kwargs.items()}
         val = node.meta.get("val")
         name = self.new_name()
         if kind == "fallback":

@@ -8,6 +8,7 @@ in which case the op runs through ATen and ``solder.explain`` lists it with that
 from __future__ import annotations
 
 import functools
+import weakref
 
 from typing import Any, Callable
 
@@ -47,7 +48,10 @@ class Call:
     """One FX node being lowered."""
 
     def __init__(self, graph, node):
-        self.graph = graph
+        # a weak reference: the index functions of the values a lowering returns keep their
+        # Call, and the graph keeps those values, so a strong one made the whole lowered graph
+        # a reference cycle, left for Python's cycle collector to find
+        self.graph = weakref.proxy(graph)
         self.node = node
         self.out = node.meta.get("val")
         # ops with several results: dtype/size/... describe the first tensor among them

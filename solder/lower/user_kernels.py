@@ -234,14 +234,16 @@ def _realize_if_reads(g, v, names):
 
 
 def _rebind(g, renames: dict):
-    def swap(v):
-        if isinstance(v, Stored) and v.buffer in renames:
-            return Stored(renames[v.buffer], v.layout, v.root_meta_offset)
-        if isinstance(v, (list, tuple)):
-            return type(v)(swap(x) for x in v)
-        return v
     for m in list(g.env):
-        g.env[m] = swap(g.env[m])
+        g.env[m] = _renamed(g.env[m], renames)
+
+
+def _renamed(v, renames: dict):
+    if isinstance(v, Stored) and v.buffer in renames:
+        return Stored(renames[v.buffer], v.layout, v.root_meta_offset)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_renamed(x, renames) for x in v)
+    return v
 
 
 # --- the launch ---------------------------------------------------------------------------------

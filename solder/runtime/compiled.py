@@ -49,9 +49,12 @@ class CompiledGraph:
 
     def _time_first_call(self, stats: dict) -> None:
         started = []
+
+        def done():
+            if started:   # (not where the hooks were run by hand, without a call)
+                stats["first_call_wall"] = time.perf_counter() - started[0]
         self.before_first_call.append(lambda: started.append(time.perf_counter()))
-        self.after_first_call.append(lambda: stats.__setitem__(
-            "first_call_wall", time.perf_counter() - started[0]))
+        self.after_first_call.append(done)
 
     def ready(self) -> None:
         """Wait for what must be done before the graph first runs; then it never waits again."""
