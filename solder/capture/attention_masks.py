@@ -98,20 +98,30 @@ def simplify_attention_masks(gm: fx.GraphModule, kept: list | None = None) -> li
     done = []
     folded: dict[fx.Node, object] = {}
     why: dict[fx.Node, str] = {}
+    constant: dict[fx.Node, object] = {}   # a mask's value, None where not a constant
+    kinds: dict[tuple, object] = {}        # (mask, q's shape, k's shape): what _classify said
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target not in SDPA:
             continue
         mask = _arg(node, 3, "attn_mask")
         if not isinstance(mask, fx.Node) or _arg(node, 5, "is_causal") is True:
             continue
-        value = _fold(mask, folded, why)
-        if value is not None:
-            written = _written_in_place(mask)
-            if written is not None:   # the graph changes it after the ops that made it
-                value = None
-                why[mask] = f"{written.name} writes into it in place"
+        if mask not in constant:   # each layer's call shares one mask: look at it once
+            value = _fold(mask, folded, why)
+            if value is not None:
+                written = _written_in_place(mask)
+                if written is not None:   # the graph changes it after the ops that made it
+                    value = None
+                    why[mask] = f"{written.name} writes into it in place"
+            constant[mask] = value
+        value = constant[mask]
         q, k = _meta(node.args[0]), _meta(node.args[1])
-        kind = _classify(value, q, k) if isinstance(value, torch.Tensor) else None
+        kind = None
+        if isinstance(value, torch.Tensor):
+            shapes = (mask, tuple(getattr(q, "shape", ())), tuple(getattr(k, "shape", ())))
+            if shapes not in kinds:
+                kinds[shapes] = _classify(value, q, k)
+            kind = kinds[shapes]
         if kind is None:
             if kept is not None:
                 reason = why.get(mask) or "its values are neither all-allow nor causal"

@@ -222,3 +222,26 @@ def test_writes_into_a_mask_are_found_in_aten_graphs_too():
     copy_ = g.call_function(torch.ops.aten.copy_.default, (other, m))
     assert _writes_into(tril_, m)
     assert not _writes_into(copy_, m) and _writes_into(copy_, other)   # copy_ reads m
+
+
+def test_layers_sharing_one_mask_have_it_looked_at_once(monkeypatch):
+    # a model's layers all take the one mask it built: it is classified once, and every layer's
+    # call is rewritten
+    import solder.capture.attention_masks as masks
+    calls = []
+    real = masks._classify
+    monkeypatch.setattr(masks, "_classify", lambda *a: calls.append(1) or real(*a))
+
+    def three_layers(q, k, v):
+        qi = torch.arange(q.shape[2], device=q.device)[:, None]
+        ki = torch.arange(k.shape[2], device=q.device)[None, :]
+        mask = (ki <= qi)[None, None]
+        for _ in range(3):
+            q = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return q
+    q, k, v = _qkv()
+    report = solder.explain(three_layers, q, k, v)
+    assert len(report.rewrites) == 3 and all("causal" in r for r in report.rewrites)
+    assert calls == [1]
+    out = torch.compile(three_layers, backend="solder")(q, k, v)
+    torch.testing.assert_close(out, _reference(three_layers, q, k, v), rtol=1e-4, atol=2e-5)
