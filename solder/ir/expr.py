@@ -202,21 +202,21 @@ def loads_of(v: Value) -> list[Value]:
 
 
 def walk(v: Value):
-    """Every value under ``v``, children before parents, each once (in the order of a
-    depth-first walk that visits children in order; a stack, so no recursion limit and no
-    self-referencing closure, which made every call a reference cycle)."""
+    """Every value under ``v``, children before parents, each once."""
     seen, order = set(), []
-    stack = [(v, False)]
-    while stack:
-        x, children_done = stack.pop()
-        if children_done:
-            order.append(x)
-            continue
+
+    def visit(x):
         if x in seen:
-            continue
+            return
         seen.add(x)
-        stack.append((x, True))
-        stack.extend((c, False) for c in reversed(x.children()))
+        for c in x.children():
+            visit(c)
+        order.append(x)
+
+    try:
+        visit(v)
+    finally:
+        del visit   # it refers to itself: each call would otherwise leave a reference cycle
     return order
 
 
