@@ -263,7 +263,8 @@ _LOGGED_STAGES = (("capture", "capture"), ("cache_key", "cache key"), ("lower", 
                   ("schedule", "schedule"), ("child_wait", "waiting for the child's code"),
                   ("codegen", "codegen"), ("load", "load"),
                   ("parallel_compile", "waiting for the parallel Triton compile"),
-                  ("triton_compile", "first launches"), ("autotune", "tuning"))
+                  ("triton_compile", "first launches"), ("autotune", "tuning"),
+                  ("first_call_wall", "the first call in all"))
 
 
 def compile_log_line(report) -> str:

@@ -21,7 +21,8 @@ def test_one_line_per_graph_after_its_first_call(caplog, tmp_path):
     x = torch.randn(8, 32)
     (line,) = _logged(caplog, f, x, cache_dir=str(tmp_path))
     assert line.startswith("solder: graph") and "_inference: " in line
-    for stage in ("capture", "lower", "schedule", "codegen", "first launches"):
+    for stage in ("capture", "lower", "schedule", "codegen", "first launches",
+                  "the first call in all"):
         assert f"{stage} " in line, line
     assert "kernels" in line and line.endswith("cache miss")
     (hit,) = _logged(caplog, f, x, cache_dir=str(tmp_path))
