@@ -24,7 +24,7 @@ from ..ir.nodes import (BufferArg, Buffer, ComputedBuffer, ExternBuffer, InputBu
                         Pointwise, contiguous_strides)
 from . import registry
 from .registry import Call, Decline, op_name
-from .tensors import Stored, TensorValue, Virtual, VirtualView, sym, sym_list
+from .tensors import Stored, TensorValue, Virtual, VirtualView, map_nested, sym, sym_list
 
 aten = torch.ops.aten
 
@@ -34,13 +34,9 @@ class LoweringError(RuntimeError):
 
 
 def _lowered(a, env: dict):
-    """A node's argument with nodes replaced by their lowered values. (A function of its own,
-    not a closure that calls itself: such a closure is a reference cycle, and it held the whole
-    lowered graph until Python's cycle collector ran.)"""
+    """A node's argument with nodes replaced by their lowered values."""
     if isinstance(a, fx.Node):
         return env[a]
-    if isinstance(a, (list, tuple)):
-        return type(a)(_lowered(x, env) for x in a)
     if isinstance(a, (torch.SymInt, torch.SymBool)):
         return sym(a)
     return a
@@ -223,8 +219,11 @@ class GraphLowering:
         return value
 
     def _args(self, node):
-        return (_lowered(node.args, self.env),
-                {k: _lowered(v, self.env) for k, v in node.kwargs.items()})
+        # (not a closure that calls itself: that is a reference cycle, and it held the whole
+        # lowered graph until Python's cycle collector ran)
+        env = self.env
+        return (map_nested(node.args, lambda a: _lowered(a, env)),
+                {k: map_nested(v, lambda a: _lowered(a, env)) for k, v in node.kwargs.items()})
 
     def _call(self, node):
         val = node.meta.get("val")
@@ -329,11 +328,7 @@ class GraphLowering:
 
     def _as_args(self, a):
         """An extern call's argument: tensors as buffer arguments, in lists and tuples too."""
-        if isinstance(a, TensorValue):
-            return self.as_arg(a)
-        if isinstance(a, (list, tuple)):
-            return type(a)(self._as_args(x) for x in a)
-        return a
+        return map_nested(a, lambda x: self.as_arg(x) if isinstance(x, TensorValue) else x)
 
     def extern_call(self, node, op, args, kwargs, kind: str, reason: str = ""):
         """Call ``op`` from the wrapper; its tensor results become buffers."""

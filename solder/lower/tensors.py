@@ -41,6 +41,14 @@ def _index_functions(e):
     return e.replace(F.FloorDiv, FloorDiv).replace(F.CleanDiv, FloorDiv)
 
 
+def map_nested(a, leaf: Callable):
+    """``leaf`` applied to every element of ``a`` that is not a list or tuple, the nesting
+    (and each list's or tuple's type) kept."""
+    if isinstance(a, (list, tuple)):
+        return type(a)(map_nested(x, leaf) for x in a)
+    return leaf(a)
+
+
 def sym_list(xs) -> list:
     return [sym(x) for x in xs]
 

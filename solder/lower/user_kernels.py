@@ -32,7 +32,7 @@ from ..capture.reinplace import (EMPTY_OPS, FUNCTIONAL, INFO, MUTATION, kernel_l
 from ..ir import expr as E
 from ..ir.nodes import ComputedBuffer, Layout, Pointwise, UserKernelCall
 from .registry import Call, lowering
-from .tensors import Stored, Virtual, VirtualView, loader_of
+from .tensors import Stored, Virtual, VirtualView, loader_of, map_nested
 
 aten = torch.ops.aten
 
@@ -219,12 +219,10 @@ def _settle_old_readers(g, node: fx.Node, names: set):
         if not isinstance(m, fx.Node) or pos.get(m, here) >= here:
             continue
         if any(pos.get(u, here + 1) > here for u in m.users):
-            g.env[m] = _realize_if_reads(g, g.env[m], names)
+            g.env[m] = map_nested(g.env[m], lambda v: _realize_if_reads(g, v, names))
 
 
 def _realize_if_reads(g, v, names):
-    if isinstance(v, (list, tuple)):
-        return type(v)(_realize_if_reads(g, x, names) for x in v)
     if not isinstance(v, (Virtual, VirtualView)):
         return v
     idx = [sympy.Symbol(f"u{k}", integer=True, nonnegative=True) for k in range(v.ndim)]
@@ -235,14 +233,12 @@ def _realize_if_reads(g, v, names):
 
 def _rebind(g, renames: dict):
     for m in list(g.env):
-        g.env[m] = _renamed(g.env[m], renames)
+        g.env[m] = map_nested(g.env[m], lambda v: _renamed(v, renames))
 
 
 def _renamed(v, renames: dict):
     if isinstance(v, Stored) and v.buffer in renames:
         return Stored(renames[v.buffer], v.layout, v.root_meta_offset)
-    if isinstance(v, (list, tuple)):
-        return type(v)(_renamed(x, renames) for x in v)
     return v
 
 
