@@ -79,7 +79,9 @@ def f(x, w):
     c = a @ b            # a and b, stored by one kernel, die at this one call: either could
     return torch.relu(c @ w).sum(1)   # be the storage this matmul writes into
 torch.manual_seed(0)
-args = [torch.randn(8, 8) for _ in range(2)]
+# on the GPU where there is one (CPU tensors there would run through ATen, no wrapper)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+args = [torch.randn(8, 8, device=device) for _ in range(2)]
 print("\\n".join(g.wrapper for g in solder.explain(f, *args).graphs))
 """
 
