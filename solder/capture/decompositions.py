@@ -148,8 +148,51 @@ def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
     return product.sum(list(sumdim)) if len(sumdim) else product
 
 
+def _scalar_as(value, dtype: torch.dtype):
+    """A Python scalar the way ATen converts it to ``dtype`` (``Scalar::to<scalar_t>``): to
+    bool by truth, to an integer by truncation toward zero (PyTorch's reference decompositions
+    refuse such a scalar where eager runs)."""
+    if dtype == torch.bool:
+        return bool(value)
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return int(value)
+    return value
+
+
+def _addcmul(self, tensor1, tensor2, *, value=1):
+    """``self + value * tensor1 * tensor2`` in the promoted dtype, ``value`` converted to it
+    as ATen does (an integer tensor with ``value=0.5`` adds nothing)."""
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+    _, dtype = elementwise_dtypes(self, tensor1, tensor2,
+                                  type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+    value = _scalar_as(value, dtype)
+    t1, t2 = tensor1.to(dtype), tensor2.to(dtype)
+    return self.to(dtype) + value * t1 * t2
+
+
+def _index_add(x, dim, index, source, *, alpha=1):
+    """An accumulating ``index_put`` along ``dim``; ``alpha`` converted to ``x``'s dtype as
+    ATen does (a bool tensor ORs in ``source`` where ``alpha`` is true; an integer one
+    truncates it), and ``source`` kept in ``x``'s dtype (``bool * 2`` would be int64)."""
+    dim = dim % max(x.dim(), 1)
+    a = _scalar_as(alpha, x.dtype)
+    if x.dtype == torch.bool:
+        if not a:
+            source = torch.zeros_like(source)
+    elif a != 1:
+        source = source * a
+    source = source.to(x.dtype)
+    if x.dim() == 0:
+        out = aten.index_put(x.reshape(1), [index.reshape(-1)], source.reshape(-1), True)
+        return out.reshape(())
+    if source.dim() == 0:
+        source = source.reshape(1)
+    return aten.index_put(x, [None] * dim + [index.reshape(-1)], source, True).contiguous()
+
+
 # Solder's own decompositions: ops PyTorch's tables leave whole
-OWN = {aten.put.default: _put, aten.index_reduce.default: _index_reduce,
+OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul,
+       aten.index_add.default: _index_add, aten.index_reduce.default: _index_reduce,
        aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool_backward(2),
        aten.adaptive_max_pool3d_backward.default: _adaptive_max_pool_backward(3),
        aten.max_pool2d_with_indices_backward.default: _pool_indices_backward(2),

@@ -74,12 +74,26 @@ def _is_int(dt):
     return not dt.is_floating_point and dt != torch.bool
 
 
+def _float_fmod(a: str, b: str) -> str:
+    """C's fmod, exact: libdevice on the GPU; Triton's ``%`` on floats is C's fmod too, and the
+    interpreter computes it with numpy's exact one."""
+    return f"({a} % {b})" if interpreting() else f"{LD}.fmod({a}, {b})"
+
+
 def _floordiv(args, dtypes):
     a, b = args
     if _is_int(dtypes[0]):
         q = f"({a} // {b})"
         return f"tl.where((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0)), {q} - 1, {q})"
-    return f"tl.floor({a} / {b})"
+    # ATen's floor division of floats, step by step (floor(a / b) differs: inf // 2 is NaN
+    # there, the quotient is rounded from (a - fmod(a, b)) / b, a zero keeps a / b's sign)
+    mod = _float_fmod(a, b)
+    div = f"(({a} - {mod}) / {b})"
+    div = f"tl.where(({mod} != 0) & (({b} < 0) != ({mod} < 0)), {div} - 1.0, {div})"
+    fl = f"tl.floor({div})"
+    fl = f"tl.where(({div}) - {fl} > 0.5, {fl} + 1.0, {fl})"
+    return (f"tl.where({b} == 0, {a} / {b}, "
+            f"tl.where(({div}) != 0, {fl}, ({a} / {b}) * 0.0))")
 
 
 def _remainder(args, dtypes):
@@ -87,14 +101,17 @@ def _remainder(args, dtypes):
     if _is_int(dtypes[0]):
         r = f"({a} % {b})"
         return f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), {r} + {b}, {r})"
-    return f"({a} - tl.floor({a} / {b}) * {b})"
+    # ATen's: fmod, moved into b's sign (a - floor(a / b) * b loses a's low bits and is NaN
+    # for a finite a and an infinite b)
+    mod = _float_fmod(a, b)
+    return f"tl.where(({mod} != 0) & (({mod} < 0) != ({b} < 0)), {mod} + {b}, {mod})"
 
 
 def _fmod(args, dtypes):
     a, b = args
     if _is_int(dtypes[0]):
         return f"({a} % {b})"
-    return _ld("fmod", lambda x, y: f"({x} - _trunc({x} / {y}) * {y})")(args, dtypes)
+    return _float_fmod(a, b)
 
 
 def _truncdiv(args, dtypes):

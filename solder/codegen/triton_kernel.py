@@ -205,6 +205,11 @@ class Emitter:
         raise NotImplementedError(v.op)
 
 
+def _shapeless(v: E.Value) -> bool:
+    """Whether ``v`` is made of constants only (a one-element ``[1]`` block when emitted)."""
+    return not any(x.op in ("load", "index", "rand", "rref") for x in E.walk(v))
+
+
 def _literal(x, dtype) -> str:
     if dtype == torch.bool:
         return "tl.full([1], 1, tl.int1)" if x else "tl.full([1], 0, tl.int1)"
@@ -410,7 +415,9 @@ class KernelGen:
         else:
             val = _narrowed(v, reg_dtype(p.value.dtype), out_dtype)
         mode = getattr(p.buffer, "store_mode", "store")
-        if p.value.op == "const":  # a constant is one element: give it the block's shape
+        if _shapeless(p.value):  # a constant is one element: give it the block's shape
+            # (Triton broadcasts it for tl.store; the interpreter's atomics read a [1] value
+            # as if it had the pointer's shape, adding garbage)
             shape = "[XBLOCK]" if not k.is_reduction else (
                 "[XBLOCK, RBLOCK]" if p.level == "r" else "[XBLOCK, 1]")
             val = f"(tl.full({shape}, 0, {TL_DTYPE[out_dtype]}) + {val})"

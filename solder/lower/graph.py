@@ -110,9 +110,15 @@ class GraphLowering:
             out = self.compute(t.size, t.dtype, t.device, t.load, stride or t.stride, t.origins)
         elif isinstance(t, VirtualView):
             base = t.base
+            b = None
             if _numel(t.size) == _numel(base.size) or stride is None and _is_expand_of(t):
-                # a permutation/reshape/expand of the whole value: store it once, view it
+                # a permutation/reshape/expand of the whole value: store it once, view it,
+                # where the stored base has eager's layout (the view's strides address that)
                 b = self.realize(base)
+                if not all(n == 1 or sympy.expand(a - c) == 0
+                           for n, a, c in zip(base.size, b.layout.stride, base.stride)):
+                    b = None
+            if b is not None:
                 out = b.view(t.size, t.stride, t.offset)
             else:
                 out = self.compute(t.size, t.dtype, t.device, t.load, stride or t.stride,
@@ -312,9 +318,11 @@ class GraphLowering:
                                offset - sym(base_meta.storage_offset()))
         if isinstance(base, Stored):
             return base.view(size, stride, offset)
+        # a view of a value not in memory: its offset relative to the value's own
+        relative = offset - sym(base_meta.storage_offset()) if base_meta is not None else offset
         if isinstance(base, VirtualView):
-            return VirtualView(base.base, size, stride, offset)
-        return VirtualView(base, size, stride, offset)
+            return VirtualView(base.base, size, stride, relative + base.offset)
+        return VirtualView(base, size, stride, relative)
 
     # -- fallbacks ------------------------------------------------------------------------
     def as_arg(self, t: TensorValue) -> BufferArg:

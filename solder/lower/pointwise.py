@@ -158,6 +158,17 @@ def _div(call: Call, a, b, rounding_mode=None):
     if rounding_mode is None:
         return pointwise(call, "truediv", [a, b], K.INT_TO_FLOAT)
     name = {"floor": "floordiv", "trunc": "truncdiv"}[rounding_mode]
+    if name == "truncdiv" and call.dtype in (torch.float16, torch.bfloat16):
+        # ATen truncates the quotient rounded to the half type (3 / 0.3008 in bfloat16 is
+        # 9.97, rounded 10, truncated 10); its floor division runs in float32 throughout
+        size = call.size
+        la, lb = loader_of(a, size, torch.float32), loader_of(b, size, torch.float32)
+
+        def fn(idx):
+            q = E.cast(E.call("truediv", la(idx), lb(idx), dtype=torch.float32), call.dtype)
+            return E.cast(E.call("trunc", E.cast(q, torch.float32), dtype=torch.float32),
+                          call.dtype)
+        return Virtual(size, call.dtype, call.device, fn, stride=call.stride)
     return pointwise(call, name, [a, b], K.DEFAULT)
 
 

@@ -125,6 +125,8 @@ class VirtualView(TensorValue):
         self.device = base.device
 
     def load(self, idx):
+        # ``offset`` is relative to the base's own storage offset (eager's is not always 0:
+        # a functional copy into a view keeps the view's offset)
         pos = strided_offset(idx, self.stride, self.offset)
         return self.base.load(position_to_index(pos, self.base.size, self.base.stride))
 
@@ -139,13 +141,27 @@ def position_to_index(pos, size, stride) -> list:
 
 
 def _position_to_index(pos, size, stride) -> list:
-    order = sorted(range(len(size)), key=lambda d: _stride_key(stride[d]), reverse=True)
+    # dims from the largest stride down: each dim's index is the position divided by its
+    # stride, modulo the next larger stride over its own. That ratio is the dim's size in a
+    # dense layout; it is larger where eager's layout has gaps (a functional copy into a
+    # sliced view keeps the view's strides: size (3, 3), strides (1, 4))
+    order = [d for d in sorted(range(len(size)), key=lambda d: _stride_key(stride[d]),
+                                reverse=True) if not (size[d] == 1 or stride[d] == 0)]
     idx = [sympy.Integer(0)] * len(size)
-    for rank, d in enumerate(order):
-        if size[d] == 1 or stride[d] == 0:  # (stride 0 only in tensors with no elements)
-            continue
+    outer = None
+    for d in order:
         q = FloorDiv(pos, stride[d])
-        idx[d] = q if rank == 0 else ModIndex(q, size[d])
+        if outer is None:
+            idx[d] = q
+        else:
+            span = sympy.simplify(outer / stride[d])
+            if not (span.is_integer and sympy.simplify(span - size[d]).is_nonnegative
+                    is not False):
+                raise NotImplementedError(
+                    f"a value with strides {list(stride)} for sizes {list(size)} is not a "
+                    f"nested layout: its views cannot be read through index arithmetic")
+            idx[d] = ModIndex(q, span)
+        outer = stride[d]
     return idx
 
 

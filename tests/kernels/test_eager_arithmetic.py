@@ -1,0 +1,126 @@
+"""Arithmetic whose eager answer is a rule of ATen's rather than the obvious formula: float
+floor division and remainder (computed from fmod), truncating division in half precision (the
+quotient rounded first), scalars converted to an integer or bool tensor's dtype
+(``addcmul(..., value=0.5)`` on integers adds nothing, ``index_add`` of bools ORs), and
+constants stored by scatters."""
+import pytest
+import torch
+
+from .helpers import check
+
+SPECIAL = [float("inf"), -float("inf"), float("nan"), 0.0, -0.0, 5.0, -5.0, 7.5, -7.5, 3.0,
+           -3.0, 2.0, 0.3, -0.7, 1e-3, 1e4]
+
+
+def _pairs(dtype):
+    v = torch.tensor(SPECIAL, dtype=torch.float64)
+    a, b = v.repeat_interleave(len(v)), v.repeat(len(v))
+    return a.to(dtype), b.to(dtype)
+
+
+def _same_bits(out, ref, also=None):
+    """Equal values, NaN where eager has NaN, and the sign of every zero (or the same against
+    ``also``, a second answer eager gives on another device)."""
+    ok = ((out == ref) | (out.isnan() & ref.isnan())) & (
+        (torch.signbit(out) == torch.signbit(ref)) | ref.isnan())
+    if also is not None:
+        ok |= ((out == also) | (out.isnan() & also.isnan())) & (
+            (torch.signbit(out) == torch.signbit(also)) | also.isnan())
+    bad = (~ok).nonzero().flatten()[:4].tolist()
+    assert ok.all(), f"{int((~ok).sum())} differ, first at {bad}: {out[bad]} vs {ref[bad]}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("op", ["floor", "trunc", "remainder", "fmod"])
+def test_rounding_division_at_special_values(op, dtype):
+    fn = {"floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+          "trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+          "remainder": torch.remainder, "fmod": torch.fmod}[op]
+    a, b = _pairs(dtype)
+    ref = fn(a, b)
+    out = torch.compile(fn, backend="solder")(a, b)
+    # half precision: eager on the CPU rounds some steps to the half type, CUDA's floor
+    # division runs in float32 throughout (-5 // 0.001 in float16: -4996 and -5000)
+    also = fn(a.float(), b.float()).to(dtype) if op != "trunc" and dtype.itemsize == 2 else None
+    if op == "fmod" or op == "remainder":
+        # eager's CPU fmod of float32 is NaN where the quotient is huge (1e4 fmod 1e-3 in
+        # float16 inputs); float64's is exact, as Solder's
+        also = fn(a.double(), b.double()).to(dtype)
+    _same_bits(out, ref, also)
+
+
+def test_floor_division_of_infinity_is_nan():
+    # inf // 2 is NaN in ATen (fmod(inf, 2) is NaN); floor(inf / 2) would be inf
+    fn = lambda a: torch.div(a, 2.0, rounding_mode="floor")  # noqa: E731
+    x = torch.tensor([float("inf"), -float("inf"), 5.0])
+    out = torch.compile(fn, backend="solder")(x)
+    assert out[:2].isnan().all() and out[2] == 2.0
+
+
+def test_half_truncating_division_rounds_the_quotient_first():
+    # 3 / 0.30078125 = 9.97 rounds to 10 in bfloat16 before it is truncated
+    a = torch.tensor([3.0, -3.0], dtype=torch.bfloat16)
+    b = torch.tensor([0.30078125, 0.30078125], dtype=torch.bfloat16)
+    fn = lambda a, b: torch.div(a, b, rounding_mode="trunc")  # noqa: E731
+    out = torch.compile(fn, backend="solder")(a, b)
+    assert out.tolist() == fn(a, b).tolist() == [10.0, -10.0]
+
+
+@pytest.mark.parametrize("value", [0.5, 1.7, -1.7, 3])
+def test_addcmul_of_integers_truncates_the_scalar(value):
+    a = torch.tensor([1, 2, 3])
+    t1, t2 = torch.tensor([4, 5, 6]), torch.tensor([[7], [-8]])
+    check(lambda a, t1, t2: torch.addcmul(a, t1, t2, value=value), a, t1, t2)
+
+
+def test_addcmul_promotes_before_it_multiplies():
+    a, t1 = torch.randn(5), torch.randint(-3, 4, (5,))
+    t2 = torch.randn(5, dtype=torch.float64)
+    check(lambda a, t1, t2: torch.addcmul(a, t1, t2, value=0.5), a, t1, t2)
+
+
+DTYPES = [torch.bool, torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64]
+
+
+def _sample(dtype, shape):
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    if dtype.is_floating_point:
+        return torch.randn(shape).to(dtype)
+    return torch.randint(0 if dtype == torch.uint8 else -5, 6, shape).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("alpha", [1, 2, -1, 0])
+def test_index_add_alpha_in_every_dtype(dtype, alpha):
+    if dtype == torch.uint8 and alpha < 0:
+        pytest.skip("eager refuses a negative alpha for uint8")
+    idx = torch.tensor([1, 3, 3, 0, 1])
+    x, src = _sample(dtype, (3, 4)), _sample(dtype, (3, 5))
+    check(lambda x, s: torch.index_add(x, 1, idx, s, alpha=alpha), x, src)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_index_add_of_a_constant_source(dtype):
+    # the source is a constant: each atomic update adds one value (the interpreter read a
+    # one-element value as a block of the pointer's shape and added garbage)
+    idx = torch.tensor([1, 2, 2, 0])
+
+    def fn(x):
+        src = torch.full((2, 4), 1 if dtype != torch.float32 else 0.5, dtype=x.dtype,
+                         device=x.device)
+        return torch.index_add(x, 1, idx.to(x.device), src, alpha=-1 if dtype != torch.bool
+                               else 1)
+    check(fn, _sample(dtype, (2, 3)))
+
+
+def test_index_add_into_a_zero_dim_tensor():
+    fn = lambda x, s: torch.index_add(x, 0, torch.tensor(0, device=x.device), s, alpha=3)  # noqa: E731
+    check(fn, torch.tensor(1.0), torch.tensor(2.0))
+
+
+def test_scatter_of_a_computed_constant():
+    def fn(x, i):
+        return x.scatter_add(0, i, torch.full(i.shape, 0.5, device=x.device) * -2.0)
+    check(fn, torch.zeros(4), torch.tensor([0, 0, 3, 1, 0]))
