@@ -3,10 +3,11 @@ right, no data-dependent shapes, every in-place op one that functionalization kn
 
 - ``as_strided_scatter``: eager's derivative formula is inverted (for x = arange(4.), y of size 2,
   ``as_strided_scatter(x, y, (2,), (2,))`` with upstream grad [1, 2, 3, 4] gives x.grad
-  [1, 0, 3, 0] where the answer is [0, 2, 0, 4]), and AOTAutograd would trace that formula. The
-  call becomes ``out = a.clone(); out.as_strided(size, stride, offset).copy_(b)``, whose
-  gradient autograd derives from the view and the in-place copy. Functionalization turns it back
-  into one ``as_strided_scatter`` for the forward.
+  [1, 0, 3, 0] where the answer is [0, 2, 0, 4]), and AOTAutograd would trace that formula. On
+  a dense input the call becomes ``out = a.clone(); out.as_strided(size, stride, offset -
+  a.storage_offset()).copy_(b)``, whose gradient autograd derives from the view and the in-place
+  copy. Functionalization turns it back into one ``as_strided_scatter`` for the forward. An
+  input that overlaps itself or has gaps keeps them in eager's result; its call stays whole.
 - ``index_put`` / ``index_put_`` / ``x[mask] = v`` with one boolean index: the backward of
   ``index_put`` indexes by the mask, a data-dependent shape (nonzero) that AOTAutograd cannot
   trace. Written as ``where`` (values broadcast over the selected elements) or ``masked_scatter``
@@ -24,8 +25,10 @@ import torch.fx as fx
 
 
 def as_strided_scatter(a, b, size, stride, storage_offset=None):
+    # ``a`` is dense (``_clone_keeps_layout``): its clone has its strides, at offset 0
     out = a.clone()
-    out.as_strided(size, stride, storage_offset).copy_(b)
+    offset = (storage_offset if storage_offset is not None else a.storage_offset())
+    out.as_strided(size, stride, offset - a.storage_offset()).copy_(b)
     return out
 
 
@@ -107,10 +110,9 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
     changed = False
     for node in list(gm.graph.nodes):
         repl = None
-        if node.op == "call_function" and node.target in _AS_STRIDED_SCATTER:
-            repl = as_strided_scatter
-        elif node.op == "call_method" and node.target == "as_strided_scatter":
-            repl = as_strided_scatter
+        if (node.op == "call_function" and node.target in _AS_STRIDED_SCATTER) or (
+                node.op == "call_method" and node.target == "as_strided_scatter"):
+            repl = as_strided_scatter if _clone_keeps_layout(node) else None
         elif (node.op == "call_method" and node.target == "polygamma_") or (
                 node.op == "call_function" and node.target in _POLYGAMMA_):
             repl = polygamma_
@@ -129,6 +131,35 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
     if changed:
         gm.recompile()
     return changed
+
+
+def _clone_keeps_layout(node) -> bool:
+    """Whether the rewrite computes what ``as_strided_scatter`` does. Eager's result has the
+    input's exact layout, and the view's storage offset is absolute in the input's storage: an
+    input that overlaps itself (an ``unfold``) or has gaps keeps those in the result, which a
+    clone does not, so such calls stay whole (eager refuses their gradient anyway); so does a
+    view that reaches outside the input's own elements."""
+    a = _meta(node.args[0])
+    if not isinstance(a, torch.Tensor) or not _is_dense(a):
+        return False
+    size, stride = _meta(_arg(node, 2, "size")), _meta(_arg(node, 3, "stride"))
+    offset = _meta(_arg(node, 4, "storage_offset"))
+    try:
+        start = (int(offset) if offset is not None else a.storage_offset()) - a.storage_offset()
+        last = start + sum((int(n) - 1) * int(s) for n, s in zip(size, stride) if int(n) > 0)
+        return start >= 0 and last < a.numel() and min(stride, default=0) >= 0
+    except (TypeError, ValueError):   # symbolic: Solder's lowering takes the call as it is
+        return False
+
+
+def _is_dense(t: torch.Tensor) -> bool:
+    dims = sorted((int(s), int(n)) for n, s in zip(t.shape, t.stride()) if int(n) != 1)
+    expected = 1
+    for s, n in dims:
+        if s != expected:
+            return False
+        expected *= n
+    return True
 
 
 def _arg(node, i, name):

@@ -12,7 +12,8 @@ import sympy
 import torch
 
 from ..ir.indexing import FloorDiv, ModIndex
-from ..ir.nodes import BufferArg, ComputedBuffer, ExternBuffer, InputBuffer, UserKernelCall
+from ..ir.nodes import (BufferArg, ComputedBuffer, ExternBuffer, InputBuffer, UserKernelCall,
+                       collect_buffer_args)
 from ..lower.tensors import Stored
 from ..schedule.fusion import AllocStep, CallStep, Kernel
 from ..lower.extern import OUT_VARIANTS
@@ -155,6 +156,7 @@ class WrapperGen:
     def _check_inputs(self):
         if not self.graph.config.check_input_layouts:
             return
+        written = self._written_inputs()
         for kind, name, meta in self.graph.inputs:
             if kind != "tensor":
                 continue
@@ -162,7 +164,21 @@ class WrapperGen:
             stride = self._tuple(meta.stride())
             # the common case costs two tuple comparisons; the helper sorts out the rest
             self.emit(f"if {name}.stride() != {stride} or {name}.shape != {size}:")
-            self.emit(f"    S.check_input({name}, {size}, {stride}, {name!r}, {self.graph_name!r})")
+            self.emit(f"    {name} = S.check_input({name}, {size}, {stride}, {name!r}, "
+                      f"{self.graph_name!r}{', True' if name in written else ''})")
+
+    def _written_inputs(self) -> set:
+        """Inputs the graph writes in place (a copy of them would lose the write)."""
+        out = set()
+        for b in self.graph.buffers:
+            if isinstance(b, ComputedBuffer) and b.mutates:
+                out.add(b.mutates)
+            elif isinstance(b, UserKernelCall):
+                out.update(b.tensor_args[p].name for p in b.writes if p in b.tensor_args)
+            elif isinstance(b, ExternBuffer) and getattr(getattr(b.op, "_schema", None),
+                                                         "is_mutable", False):
+                collect_buffer_args(tuple(b.args) + tuple(b.kwargs.values()), out)
+        return out
 
     def _tuple(self, xs) -> str:
         items = [self.p(x.node.expr if isinstance(x, torch.SymInt) else x) for x in xs]

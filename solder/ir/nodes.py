@@ -141,8 +141,8 @@ class ExternBuffer(Buffer):
 
     def reads(self) -> set[str]:
         out = set()
-        _collect_buffer_args(self.args, out)
-        _collect_buffer_args(tuple(self.kwargs.values()), out)
+        collect_buffer_args(self.args, out)
+        collect_buffer_args(tuple(self.kwargs.values()), out)
         if self.tuple_of:
             out.add(self.tuple_of)
         return out
@@ -162,7 +162,7 @@ class UserKernelCall(Buffer):
 
     def reads(self) -> set[str]:
         out = set()
-        _collect_buffer_args(tuple(self.tensor_args.values()), out)
+        collect_buffer_args(tuple(self.tensor_args.values()), out)
         return out
 
 
@@ -176,9 +176,9 @@ class BufferArg:
     is_view: bool = False
 
 
-def _collect_buffer_args(args, out: set):
+def collect_buffer_args(args, out: set):
     for a in args:
         if isinstance(a, BufferArg):
             out.add(a.name)
         elif isinstance(a, (list, tuple)):
-            _collect_buffer_args(a, out)
+            collect_buffer_args(a, out)

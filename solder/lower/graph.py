@@ -247,8 +247,10 @@ class GraphLowering:
         view = self._as_view(node, args)
         if view is not None:
             return view
-        if _touches_complex(node):
-            return self.fallback(node, args, kwargs, "complex dtypes are not lowered")
+        unlowered = _unlowered_dtype(node)
+        if unlowered is not None:
+            return self.fallback(node, args, kwargs, "complex dtypes are not lowered"
+                                 if unlowered.is_complex else f"{unlowered} is not lowered")
         if self._touches_cpu(node, args):
             return self.fallback(node, args, kwargs, f"reads or makes a CPU tensor in a "
                                  f"{self.device.type} graph: runs in ATen, as eager would")
@@ -407,11 +409,28 @@ class GraphLowering:
                                reason="a CPU scalar output")
             self.add_buffer(buf)
             return Stored(buf.name, buf.layout)
-        if isinstance(v, Virtual):
-            return self.realize(v, stride=sym_list(meta.stride()))
+        meta_stride = sym_list(meta.stride())
         if isinstance(v, VirtualView):
             base = self.realize(v.base)
-            return base.view(v.size, v.stride, v.offset)
+            if all(n == 1 or sympy.expand(a - b) == 0
+                   for n, a, b in zip(v.base.size, base.layout.stride, v.base.stride)):
+                return base.view(v.size, v.stride, v.offset)
+            # stored in another layout than eager's (gaps or overlap): the view's strides do
+            # not address it; store the view itself
+        if isinstance(v, (Virtual, VirtualView)):
+            if _dense_or_contiguous(v.size, meta_stride) != tuple(meta_stride) and \
+                    _is_non_overlapping(v.size, meta_stride) and self._realized.get(id(v)) is None:
+                # eager's strides with gaps (a result that keeps its input's sliced layout):
+                # kept, with the gaps unwritten, since a backward graph reads it through them
+                layout = Layout(tuple(v.size), tuple(meta_stride), sympy.Integer(0), v.dtype,
+                                v.device)
+                buf = ComputedBuffer(self.new_name(), layout, origins=list(
+                    getattr(v, "origins", None) or getattr(v.base, "origins", [])),
+                    body=Pointwise(list(v.size), v.load))
+                self.add_buffer(buf)
+                out = self._realized[id(v)] = Stored(buf.name, layout)
+                return out
+            return self.realize(v, stride=meta_stride)
         meta_stride = tuple(sym_list(meta.stride()))
         if (tuple(v.layout.stride) != meta_stride and _dense_or_contiguous(v.size, meta_stride)
                 == meta_stride and not self._aliases_input(v)):
@@ -471,8 +490,15 @@ def _is_view_op(target) -> bool:
     return info is not None and not info.is_write
 
 
-def _touches_complex(node) -> bool:
-    """Whether the op reads or makes a complex tensor (generated code has no complex type)."""
+# the dtypes generated code computes in; an op that reads or makes any other (complex, the
+# float8 formats, ...) runs in ATen
+LOWERED_DTYPES = frozenset({
+    torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int16,
+    torch.int32, torch.int64, torch.uint8, torch.bool, torch.uint16, torch.uint32, torch.uint64})
+
+
+def _unlowered_dtype(node) -> Optional[torch.dtype]:
+    """The first dtype outside ``LOWERED_DTYPES`` among the op's tensors, or None."""
     metas = [node.meta.get("val")]
     metas += [a.meta.get("val") for a in node.all_input_nodes]
     stack = list(metas)
@@ -480,9 +506,9 @@ def _touches_complex(node) -> bool:
         m = stack.pop()
         if isinstance(m, (list, tuple)):
             stack.extend(m)
-        elif isinstance(m, torch.Tensor) and m.dtype.is_complex:
-            return True
-    return False
+        elif isinstance(m, torch.Tensor) and m.dtype not in LOWERED_DTYPES:
+            return m.dtype
+    return None
 
 
 def _layout_of(val: torch.Tensor) -> Layout:

@@ -6,9 +6,9 @@ Two forms:
   Region          per dimension: view element j is base element ``start + sum_k c_k * j_k``,
                   each base dimension stepped by at most one view dimension (slice, select,
                   diagonal, and any as_strided whose strides split that way on the base)
-  PositionRegion  on storage positions of a dense base: view element j is at position
+  PositionRegion  on storage positions of the base: view element j is at position
                   ``offset + sum_k j_k * t_k``, inverted greedily from the largest stride down
-                  (any non-overlapping as_strided)
+                  (any non-overlapping as_strided; the base may have gaps or overlap itself)
 A view with no such form (overlapping strides) has no inverse: ``strided_region`` returns None.
 
 Index arithmetic here keeps every ``FloorDiv``/``ModIndex`` argument non-negative wherever the
@@ -126,11 +126,15 @@ class PositionRegion:
         top = order[0]
         t0 = self.stride[top]
         off = _int(self.offset)
-        a, b = (off // t0, off % t0) if off is not None else (0, self.offset)
-        if off is None or off != 0:
-            conds.append(_cmp("ge", p, self.offset))
-        rest = p - b                      # >= a * t0 >= 0 wherever p >= offset
-        j[top] = FloorDiv(rest, t0) - a
+        if off is not None and off < 0:   # the view starts before the base's first element
+            rest = p - off                # >= 0 everywhere
+            j[top] = FloorDiv(rest, t0)
+        else:
+            a, b = (off // t0, off % t0) if off is not None else (0, self.offset)
+            if off is None or off != 0:
+                conds.append(_cmp("ge", p, self.offset))
+            rest = p - b                  # >= a * t0 >= 0 wherever p >= offset
+            j[top] = FloorDiv(rest, t0) - a
         r = ModIndex(rest, t0)
         for k in order[1:]:
             j[k] = FloorDiv(r, self.stride[k])
@@ -175,6 +179,12 @@ def strided_region(base_size, base_stride, size, stride, offset):
     region = _split_by_dims(base_size, base_stride, size, stride, offset)
     if region is not None:
         return region
+    return position_region(base_size, base_stride, size, stride, offset)
+
+
+def position_region(base_size, base_stride, size, stride, offset):
+    """The view as storage positions; the base may have any layout (gaps, overlap: each base
+    element is in the region when its position is). None when the view overlaps itself."""
     if any(_int(s) is None for n, s in zip(size, stride) if n != 1):
         return None
     dims = sorted(((int(s), n) for n, s in zip(size, stride) if n != 1))

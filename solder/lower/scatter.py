@@ -27,9 +27,11 @@ from ..ir.indexing import product, strided_offset, unravel
 from ..ir.nodes import ComputedBuffer, ExternBuffer, InputBuffer, Layout, Pointwise, contiguous_strides
 from .index_checks import check_in_range
 from .indexing import wrapped
-from .regions import (all_of, diagonal_region, select_region, slice_region, strided_region)
+from .regions import (all_of, diagonal_region, is_dense, position_region, select_region,
+                      slice_region, strided_region)
 from .registry import Call, Decline, lowering
-from .tensors import Stored, TensorValue, Virtual, VirtualView, broadcast_index, loader_of
+from .tensors import (Stored, TensorValue, Virtual, VirtualView, broadcast_index, loader_of,
+                      sym, sym_list)
 
 aten = torch.ops.aten
 BOOL = torch.bool
@@ -72,12 +74,25 @@ def _norm_index(i, n):
 
 @lowering(aten.as_strided_scatter.default)
 def _as_strided_scatter(call: Call, base, src, size, stride, storage_offset=None):
-    offset = storage_offset if storage_offset is not None else 0
+    """Eager's result has the input's layout (gaps, overlap and storage offset kept), and the
+    view's offset is absolute in that storage: positions are taken relative to the result's
+    first element, whatever its layout."""
+    # (the input's layout: the FakeTensor of the result is a clone, at offset 0 in a storage
+    # of its own, dense where the input has gaps)
+    meta = call.node.args[0].meta["val"]
+    meta_offset, layout = sym(meta.storage_offset()), sym_list(meta.stride())
+    offset = (storage_offset if storage_offset is not None else meta_offset) - meta_offset
     if any(n == 0 for n in size):  # writes nothing
         return Virtual(call.size, call.dtype, call.device, base.load, stride=call.stride)
-    region = strided_region(call.size, call.stride, size, stride, offset)
-    if region is None:
-        return _store_region(call, base, src, size, stride, offset)
+    if is_dense(call.size, layout):
+        region = strided_region(call.size, layout, size, stride, offset)
+        if region is None:
+            return _store_region(call, base, src, size, stride, offset)
+    else:
+        region = position_region(call.size, layout, size, stride, offset)
+        if region is None:
+            raise Decline("as_strided_scatter of a view that overlaps itself into an input "
+                          "that overlaps itself or has gaps")
     return ScatterVirtual(base, src, region, call.dtype, call.device, call.stride)
 
 

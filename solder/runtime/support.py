@@ -8,15 +8,22 @@ class InputLayoutError(RuntimeError):
     pass
 
 
-def check_input(t, size, stride, name: str, graph: str):
-    """A compiled graph bakes in its inputs' sizes and strides: refuse anything else rather than
-    read the wrong elements."""
+def check_input(t, size, stride, name: str, graph: str, written: bool = False):
+    """A compiled graph bakes in its inputs' sizes and strides. An input it only reads that
+    arrives in other strides is copied into the compiled ones (a backward's saved tensor that
+    eager keeps with gaps, say, where the forward stored it dense); anything else is refused
+    rather than read or written at the wrong elements."""
     if tuple(t.shape) != tuple(size):
         raise InputLayoutError(f"{graph}: input {name} has size {tuple(t.shape)}, compiled for "
                                f"{tuple(size)}")
     if t.numel() > 1 and any(n != 1 and s != e for n, s, e in zip(size, t.stride(), stride)):
-        raise InputLayoutError(f"{graph}: input {name} has strides {t.stride()}, compiled for "
-                               f"{tuple(stride)}")
+        if written:
+            raise InputLayoutError(f"{graph}: input {name} has strides {t.stride()}, compiled "
+                                   f"for {tuple(stride)}, and the graph writes into it")
+        out = torch.empty_strided(tuple(size), tuple(stride), dtype=t.dtype, device=t.device)
+        out.copy_(t)
+        return out
+    return t
 
 
 def ensure_layout(t, size, stride):

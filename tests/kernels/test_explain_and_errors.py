@@ -77,3 +77,16 @@ def test_cpu_graph_without_interpreter_runs_eagerly_and_says_so(monkeypatch):
     assert any(f.op == "whole graph" and "CPU" in f.reason for f in r.fallbacks)
     out = torch.compile(lambda t: t.sin() * 2, backend="solder")(x)
     assert torch.allclose(out, x.sin() * 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_casts_run_in_aten_and_say_why(dtype):
+    def fn(x):
+        return (x * 2).to(dtype).to(torch.float32) + 1
+    x = torch.randn(16)
+    out = torch.compile(fn, backend="solder")(x)
+    assert torch.equal(out, fn(x))
+    report = solder.explain(fn, x)
+    reasons = [f.reason for f in report.fallbacks]
+    assert any(str(dtype) in why and "not lowered" in why for why in reasons), reasons
+    assert report.kernel_count >= 1   # the multiply and the add are still generated

@@ -1,0 +1,76 @@
+"""Layouts that are not dense: inputs that overlap themselves (``unfold``), have gaps
+(``x[::2]``) or start at a storage offset. ``as_strided_scatter`` works on its input's storage
+(its result keeps the input's layout, and the view's offset is absolute), and a training graph
+saves such tensors for its backward in eager's layout."""
+import pytest
+import torch
+
+from .helpers import check
+
+
+def _full(n, like):
+    return torch.full((n,), -1, dtype=like.dtype, device=like.device)
+
+
+CASES = {
+    # view offset absolute in the storage of an input that starts at element 1
+    "offset": lambda a: torch.as_strided_scatter((a * 1)[1:], _full(2, a), (2,), (2,), 3),
+    "offset_of_input": lambda a: torch.as_strided_scatter(a[1:], _full(2, a), (2,), (2,), 3),
+    # an input that overlaps itself: eager writes every element at a written position
+    "overlapping": lambda a: torch.as_strided_scatter((a * 1).unfold(0, 5, 2), _full(2, a),
+                                                      (2,), (1,), 2),
+    "overlapping_offset": lambda a: torch.as_strided_scatter((a * 1)[1:].unfold(0, 4, 2),
+                                                             _full(2, a), (2,), (1,), 3),
+    # an input with gaps: positions between its elements are written to nothing
+    "gaps": lambda a: torch.as_strided_scatter((a * 1).view(2, 4)[:, ::2], _full(2, a),
+                                               (2,), (1,), 0),
+    "gaps_offset": lambda a: torch.as_strided_scatter((a * 1).view(2, 4)[:, 1::2], _full(1, a),
+                                                      (1,), (1,), 3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_as_strided_scatter_on_the_input_storage(case):
+    check(CASES[case], torch.arange(8))
+
+
+def test_as_strided_scatter_offset_gradient():
+    # eager's own gradient of as_strided_scatter is inverted (it keeps the input's gradient
+    # where the view wrote, zero elsewhere): the reference is the same write as a view's copy_
+    def fn(a, b):
+        return torch.as_strided_scatter(a[2:], b, (3,), (2,), 3) * 2
+
+    def reference(a, b):
+        out = a[2:].clone()
+        out.as_strided((3,), (2,), 1).copy_(b)   # offset 3 in a's storage is 1 in the clone's
+        return out * 2
+    a, b = torch.randn(10), torch.randn(3)
+    g = torch.randn(8)
+    grads = []
+    for f in (reference, torch.compile(fn, backend="solder")):
+        x, y = a.clone().requires_grad_(), b.clone().requires_grad_()
+        out = f(x, y)
+        out.backward(g)
+        grads.append((out.detach(), x.grad, y.grad))
+    for got, want in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got, want)
+    assert grads[1][1][[3, 5, 7]].eq(0).all() and grads[1][1][[2, 4, 6, 8, 9]].ne(0).all()
+
+
+def test_a_saved_tensor_with_gaps_reaches_the_backward_in_its_layout():
+    # diagonal_scatter of a strided input keeps the input's strides (22, 2); the backward
+    # reads the saved result through them
+    def fn(a0, a1):
+        v0 = torch.diagonal_scatter(a0, a1.expand((4,)), -1, 1, 0)
+        return torch.nn.functional.hardswish(v0)
+    base = torch.randn(16, 11, requires_grad=True)
+    check(lambda b, s: fn(b[0:16:2, 0:10:2], s), base, torch.randn((), requires_grad=True),
+          grad=True)
+
+
+def test_slice_scatter_of_a_strided_input_feeds_a_backward():
+    def fn(b, s):
+        a = b[::2, 1::2]
+        return torch.atan2(torch.slice_scatter(a, s, 1, 1, 3), a + 1)
+    check(fn, torch.randn(8, 9, requires_grad=True), torch.randn(4, 2, requires_grad=True),
+          grad=True)
