@@ -13,6 +13,7 @@ COMMANDS = {
     "explain": ("solder.explain_cli", "compile a script's function and print the report"),
     "cache": ("solder.runtime.cache_cli", "list or clear the on-disk compile cache"),
     "aot": ("solder.aot.cli", "ahead-of-time packages: inspect PATH"),
+    "fuzz": ("solder.fuzz.cli", "random programs compiled and compared with eager"),
 }
 
 
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # commands that run generated kernels: without a GPU they run them in Triton's interpreter
-RUNS_KERNELS = {"demo", "bench", "explain"}
+RUNS_KERNELS = {"demo", "bench", "explain", "fuzz"}
 
 
 

@@ -1,0 +1,195 @@
+"""``python -m solder fuzz``: random programs, compiled and compared with eager.
+
+Each seed gives one program (the same on every machine); it runs in a worker process under a
+time limit, is compared with eager (values, dtypes, shapes, strides, the inputs afterwards and,
+with --grad, the gradients), and when it fails it is minimized and written to --out as a
+standalone script. The summary counts programs, passes, wrong results, errors (the backend
+raised where eager ran), errors the control backend raises too (explained: not the backend's
+own), timeouts, crashes, and the draws eager rejected. Exit status 1 when anything was wrong,
+an unexplained error, a timeout or a crash.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from typing import Optional
+
+from .run import (CONTROL_ERROR, CRASH, EAGER_REJECTED, ERROR, PASS, TIMEOUT, WRONG, Outcome,
+                  RunConfig)
+
+KINDS = (PASS, WRONG, ERROR, CONTROL_ERROR, TIMEOUT, CRASH, EAGER_REJECTED)
+FAILURES = (WRONG, ERROR, TIMEOUT, CRASH)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m solder fuzz", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", metavar="A:B", default=None, help="the seeds A to B-1")
+    p.add_argument("--count", type=int, default=100, help="programs (default 100)")
+    p.add_argument("--seed", type=int, default=0, help="first seed, with --count (default 0)")
+    p.add_argument("--grad", action="store_true",
+                   help="also compare the gradients of the floating inputs (backward of a "
+                        "random weighted sum of everything observed)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="default: cuda when available, else cpu (Triton's interpreter)")
+    p.add_argument("--backend", default="solder",
+                   help="torch.compile backend (default solder; aot_eager and inductor are "
+                        "controls)")
+    p.add_argument("--control", default=None,
+                   help="backend run when the backend raises, to tell whose error it is "
+                        "(default aot_eager; eager for --backend aot_eager; 'none': off)")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per program, compile included (default 180 on cpu, 60 on cuda)")
+    p.add_argument("--out", default="fuzz-findings",
+                   help="folder for the failing programs' scripts (default ./fuzz-findings)")
+    p.add_argument("--no-minimize", action="store_true", help="write failing programs as drawn")
+    p.add_argument("--minimize-checks", type=int, default=150,
+                   help="most candidate programs tried per failing program (default 150)")
+    p.add_argument("--json", metavar="FILE", default=None, help="write every outcome here")
+    p.add_argument("--show", type=int, metavar="SEED", default=None,
+                   help="print the seed's program and exit")
+    p.add_argument("-q", "--quiet", action="store_true", help="no line per program")
+    return p
+
+
+def parse_seeds(args) -> list:
+    if args.seeds is None:
+        return list(range(args.seed, args.seed + args.count))
+    try:
+        a, b = (int(x) for x in args.seeds.split(":"))
+    except ValueError:
+        raise SystemExit(f"--seeds wants A:B (two integers), got {args.seeds!r}") from None
+    return list(range(a, b))
+
+
+def main(argv: Optional[list] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.show is not None:
+        from .generate import generate
+        gen = generate(args.show, args.grad)
+        print(gen.program.source(), end="")
+        return 0
+    import torch
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    control = args.control or ("eager" if args.backend == "aot_eager" else "aot_eager")
+    cfg = RunConfig(backend=args.backend, device=device, grad=args.grad,
+                    control=None if control == "none" else control)
+    timeout = args.timeout if args.timeout is not None else (180.0 if device == "cpu" else 60.0)
+    seeds = parse_seeds(args)
+    report = Report(args, cfg, seeds)
+    start = time.monotonic()
+
+    from .workers import run_seeds
+    run_seeds(seeds, cfg, args.jobs, timeout, report.handle)
+    report.seconds = time.monotonic() - start
+    print(report.summary())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.to_json(), f, indent=1)
+    return 1 if any(report.counts[k] for k in FAILURES) else 0
+
+
+class Report:
+    """Outcomes as they come from the workers' threads; failing programs minimized and
+    written on the thread that found them."""
+
+    def __init__(self, args, cfg: RunConfig, seeds: list):
+        self.args, self.cfg, self.seeds = args, cfg, seeds
+        self.lock = threading.Lock()
+        self.records: dict = {}
+        self.counts = {k: 0 for k in KINDS}
+        self.rejected = 0
+        self.seconds = 0.0
+
+    def handle(self, seed: int, out: Outcome, worker) -> None:
+        record = {"seed": seed, "kind": out.kind, "detail": out.detail[:2000], "error": out.error,
+                  "control": out.control, "seconds": round(out.seconds, 2),
+                  "rejected": out.rejected, "diffs": out.diffs}
+        if out.kind in FAILURES:
+            record.update(self._write(seed, out, worker))
+        with self.lock:
+            self.records[seed] = record
+            self.counts[out.kind] += 1
+            self.rejected += out.rejected
+            if not self.args.quiet:
+                print(self._line(record), flush=True)
+
+    def _write(self, seed: int, out: Outcome, worker) -> dict:
+        from .generate import generate
+        from .minimize import minimize
+        from .program import Program
+        from .script import script_text, write_script
+        program = Program.from_json(out.program) if out.program else \
+            generate(seed, self.cfg.grad).program
+        info = {"ops": program.ops(), "statements": len(program.stmts)}
+        final, grad = program, self.cfg.grad
+        if not self.args.no_minimize and out.kind != TIMEOUT:
+            def check(p, g):
+                return worker.ask({"program": p.to_json(), "grad": g}, self._timeout())
+            got = minimize(program, out, self.cfg.grad, check, self.args.minimize_checks)
+            final, grad, out = got.program, got.grad, got.outcome
+            info.update(minimized_statements=len(final.stmts), minimize_checks=got.checks,
+                        minimized_ops=final.ops())
+        name = f"{self.cfg.backend}_seed{seed}{'_grad' if self.cfg.grad else ''}.py"
+        found = (f"seed {seed}{', --grad' if self.cfg.grad else ''}; "
+                 f"{len(program.stmts)} statements minimized to {len(final.stmts)}")
+        text = script_text(final, out, self.cfg.device, grad, self.cfg.backend, found, name)
+        info["script"] = write_script(self.args.out, name, text)
+        info["minimized_detail"] = (out.detail if out.kind != ERROR else out.error)[:500]
+        return info
+
+    def _timeout(self) -> float:
+        if self.args.timeout is not None:
+            return self.args.timeout
+        return 180.0 if self.cfg.device == "cpu" else 60.0
+
+    @staticmethod
+    def _line(r: dict) -> str:
+        text = r["error"] if r["kind"] in (ERROR, CONTROL_ERROR) else r["detail"]
+        text = " ".join(text.split())[:200]
+        line = f"seed {r['seed']}: {r['kind']} ({r['seconds']:.1f} s)"
+        if r["kind"] != PASS:
+            line += f" {text}"
+        if r["kind"] == CONTROL_ERROR:
+            line += f" [{r['control'][:120]}]"
+        if "script" in r:
+            line += f" -> {r['script']}"
+        return line
+
+    def summary(self) -> str:
+        c = self.counts
+        programs = sum(c[k] for k in KINDS if k != EAGER_REJECTED)
+        mode = "forward and gradients" if self.cfg.grad else "forward"
+        lines = [f"fuzz: {programs} programs ({mode}, backend {self.cfg.backend}, "
+                 f"{self.cfg.device}, seeds {self.seeds[0]}:{self.seeds[-1] + 1}) in "
+                 f"{self.seconds:.0f} s" if self.seeds else "fuzz: no seeds",
+                 f"  passed {c[PASS]}, wrong {c[WRONG]}, errors {c[ERROR]}, errors "
+                 f"{self.cfg.control or 'the control'} raises too {c[CONTROL_ERROR]}, "
+                 f"timeouts {c[TIMEOUT]}, crashes {c[CRASH]}",
+                 f"  draws eager rejected: {self.rejected}"
+                 + (f" (and {c[EAGER_REJECTED]} seeds with no program eager runs on "
+                    f"{self.cfg.device})" if c[EAGER_REJECTED] else "")]
+        for kind, title in ((WRONG, "wrong"), (ERROR, "errors"), (TIMEOUT, "timeouts"),
+                            (CRASH, "crashes"),
+                            (CONTROL_ERROR, f"errors {self.cfg.control} raises too (explained)")):
+            rows = [r for s, r in sorted(self.records.items()) if r["kind"] == kind]
+            if rows:
+                lines.append(f"{title}:")
+                lines += ["  " + self._line(r) for r in rows]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"backend": self.cfg.backend, "device": self.cfg.device, "grad": self.cfg.grad,
+                "control": self.cfg.control, "seconds": round(self.seconds, 1),
+                "counts": dict(self.counts, programs=sum(
+                    self.counts[k] for k in KINDS if k != EAGER_REJECTED),
+                    rejected_draws=self.rejected),
+                "programs": [self.records[s] for s in sorted(self.records)]}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

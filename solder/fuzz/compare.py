@@ -1,0 +1,208 @@
+# The verdict on a compiled run against eager: which observed values differ, and why.
+#
+# Self-contained on purpose: standalone scripts written by `python -m solder fuzz` inline this
+# file's text, so it imports nothing but torch and uses no `from __future__`.
+#
+# What counts as the same (docs/ARCHITECTURE.md, "Differential fuzzing"):
+# - values within a tolerance by dtype, NaN where eager has NaN, integers and bools exactly;
+# - a float64 reference run (the same program on its inputs widened to float64) excuses eager's
+#   own rounding: a compiled float no farther from it than eager's (plus the tolerance) is not
+#   wrong, nor an integer or bool equal to it (a comparison or a floor that eager's low
+#   precision tipped). Where eager gave inf or NaN and the reference a number, the compiled
+#   value must be within |reference| + 1 of it;
+# - dtypes and shapes exactly; strides of outputs, except along dims of size 1 and for outputs
+#   of fewer than two elements (their strides are not observable); an output that is a view of
+#   an input must be one in the compiled run too (same input, same storage offset), and one
+#   that is not must not be;
+# - random values (LAWS) by their law: range, mean, spread, fraction of zeros for dropout;
+# - gradients: eager's, or the right one where eager's derivative is wrong: as_strided_scatter's
+#   input gradient, recomputed with a correct as_strided_scatter (see execute.py);
+# - an input's gradient that eager leaves None matches zeros, and the other way around.
+import math
+
+import torch
+
+TOL = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-4, 1e-5),
+       torch.float16: (5e-3, 1e-3), torch.bfloat16: (4e-2, 1e-2)}
+
+
+def value_differs(e, c, r=None):
+    """Why compiled tensor c is not eager's e, or None; r: the float64 reference (or None)."""
+    if e is None or c is None:
+        z = c if e is None else e
+        return None if z is None or not z.bool().any() else "None against a nonzero tensor"
+    if e.dtype != c.dtype:
+        return f"dtype {e.dtype} against {c.dtype}"
+    if e.shape != c.shape:
+        return f"shape {tuple(e.shape)} against {tuple(c.shape)}"
+    if e.numel() == 0:
+        return None
+    e, c = e.detach().cpu(), c.detach().cpu()
+    rtol, atol = TOL.get(e.dtype, (0.0, 0.0))
+    ed, cd = e.double(), c.double()
+    if e.is_floating_point():
+        near = ed.isfinite() & ((ed - cd).abs() <= atol + rtol * ed.abs())
+        ok = (ed == cd) | (ed.isnan() & cd.isnan()) | near
+    else:
+        ok = e == c
+    if not bool(ok.all()) and r is not None and tuple(r.shape) == tuple(e.shape):
+        rd = r.detach().cpu().double()
+        if e.is_floating_point():
+            err_e = torch.minimum(_error(ed, rd), rd.abs().nan_to_num(0.0) + 1)
+            err_c = _error(cd, rd)
+            ok |= err_c <= err_e + atol + rtol * rd.abs().nan_to_num(0.0)
+        else:
+            ok |= cd == rd
+        if not bool(ok.all()) and e.dtype in LOW:
+            ok |= _rms_close(ed, cd, rd, rtol, atol)
+    if bool(ok.all()):
+        return None
+    at = tuple((~ok).nonzero()[0].tolist())
+    return (f"{int((~ok).sum())}/{e.numel()} elements differ ({e.dtype}, shape "
+            f"{tuple(e.shape)}), first at {list(at)}: eager {ed[at].item()!r}, compiled "
+            f"{cd[at].item()!r}" + ("" if r is None else f", float64 reference "
+                                    f"{r.detach().cpu().double()[at].item()!r}"))
+
+
+LOW = (torch.float16, torch.bfloat16)
+
+
+def _rms_close(ed, cd, rd, rtol, atol):
+    """float16 and bfloat16, as a whole: where a sum cancels (a gradient gathered from several
+    uses), an element's rounding error is relative to the terms, not to the result, and two
+    valid orders of the same low-precision sums differ by more than any elementwise tolerance.
+    The compiled tensor passes when its non-finite values are where eager's or the reference's
+    are and its root-mean-square error against the reference is within eager's plus the
+    tolerance of the reference's root mean square."""
+    finite = rd.isfinite() & ed.isfinite()
+    if not bool((cd.isfinite() | ~finite).all()) or not bool(finite.any()):
+        return False
+    r, e, c = rd[finite], ed[finite], cd[finite]
+    rms = r.pow(2).mean().sqrt()
+    err_e = (e - r).pow(2).mean().sqrt()
+    err_c = (c - r).pow(2).mean().sqrt()
+    return bool(err_c <= err_e + rtol * rms + atol)
+
+
+def _error(x, ref):
+    """|x - ref| elementwise, 0 where equal (infinities and NaN included), inf where only one
+    of them is NaN."""
+    err = (x - ref).abs()
+    same = (x == ref) | (x.isnan() & ref.isnan())
+    return torch.where(same, torch.zeros_like(err), err.nan_to_num(nan=math.inf))
+
+
+def law_differs(law, c, e):
+    """Why a random value c does not follow its law, or None; e: eager's value of it."""
+    kind, n = law[0], c.numel()
+    if n == 0:
+        return None
+    x = c.detach().cpu().double()
+    mean = x.mean().item()
+    if kind in ("uniform", "normal") and not bool(x.isfinite().all()):
+        return f"{kind}: non-finite values"
+    if kind == "uniform":
+        lo, hi = law[1], law[2]
+        if x.min().item() < lo or x.max().item() > hi:
+            return f"uniform({lo}, {hi}): values in [{x.min().item()}, {x.max().item()}]"
+        if abs(mean - (lo + hi) / 2) > 5 * (hi - lo) / math.sqrt(12 * n) + 1e-6:
+            return f"uniform({lo}, {hi}): mean {mean} of {n} values"
+        return _all_equal(x, kind)
+    if kind == "normal":
+        m, s = law[1], law[2]
+        if abs(mean - m) > 5 * s / math.sqrt(n) + 1e-6:
+            return f"normal({m}, {s}): mean {mean} of {n} values"
+        if n >= 16 and not 0.4 * s <= x.std().item() <= 1.8 * s:
+            return f"normal({m}, {s}): standard deviation {x.std().item()} of {n} values"
+        return _all_equal(x, kind)
+    if kind == "randint":
+        lo, hi = law[1], law[2]
+        if c.is_floating_point() or x.min().item() < lo or x.max().item() >= hi:
+            return f"randint({lo}, {hi}): values in [{x.min().item()}, {x.max().item()}]"
+        return None
+    if kind == "bernoulli":
+        p = law[1]
+        if not bool(((x == 0) | (x == 1)).all()):
+            return "bernoulli: values other than 0 and 1"
+        if abs(mean - p) > 5 * math.sqrt(p * (1 - p) / n) + 1 / n:
+            return f"bernoulli({p}): mean {mean} of {n} values"
+        return None
+    if kind == "perm":
+        if not torch.equal(x.sort().values, torch.arange(law[1], dtype=torch.float64)):
+            return f"randperm({law[1]}): not a permutation"
+        return None
+    if kind == "dropout":
+        p = law[1]
+        y = e.detach().cpu().double()
+        zc, ze = int((x == 0).sum()), int((y == 0).sum())
+        if abs(zc - ze) > 5 * math.sqrt(2 * n * p * (1 - p)) + 1:
+            return f"dropout(p={p}): {zc} zeros of {n} against eager's {ze}"
+        kept = (x != 0) & (y != 0)
+        return value_differs(e.detach().cpu()[kept], c.detach().cpu()[kept])
+    return f"unknown law {law!r}"
+
+
+def _all_equal(x, kind):
+    if x.numel() >= 8 and bool((x == x.reshape(-1)[0]).all()):
+        return f"{kind}: all {x.numel()} values equal"
+    return None
+
+
+def verdict(eager, comp, ref=None, fixed=None):
+    """[(label, category, why)] for each observed value of the compiled run (comp) that is not
+    eager's. Each argument is a list of execute.Observed; ref: the float64 reference run;
+    fixed: eager with as_strided_scatter's gradient right (None when the program has none)."""
+    if [o.label for o in eager] != [o.label for o in comp]:
+        return [("values", "structure", f"eager gave {[o.label for o in eager]}, compiled "
+                 f"{[o.label for o in comp]}")]
+    refs = {o.label: o for o in ref} if ref else {}
+    fixes = {o.label: o for o in fixed} if fixed else {}
+    bad = []
+    for e, c in zip(eager, comp):
+        found = _differs(e, c, refs.get(e.label))
+        if found and found[0] == "value" and e.label in fixes:
+            if _differs(fixes[e.label], c, None) is None:
+                found = None
+        if found:
+            bad.append((e.label,) + found)
+    return bad
+
+
+def _differs(e, c, r):
+    """(category, why) or None, for one observed value."""
+    if e.tensor is not None and c.tensor is not None:
+        if e.tensor.dtype != c.tensor.dtype:
+            return ("dtype", f"dtype {e.tensor.dtype} against {c.tensor.dtype}")
+        if e.tensor.shape != c.tensor.shape:
+            return ("shape", f"shape {tuple(e.tensor.shape)} against {tuple(c.tensor.shape)}")
+        if e.label.startswith("output"):
+            why = _layout_differs(e, c)
+            if why:
+                return why
+    if e.requires_grad != c.requires_grad:
+        return ("requires_grad", f"requires_grad {e.requires_grad} against {c.requires_grad}")
+    if e.law is not None and c.tensor is not None:
+        why = law_differs(e.law, c.tensor, e.tensor)
+        return ("law", why) if why else None
+    why = value_differs(e.tensor, c.tensor, None if r is None else r.tensor)
+    return ("value", why) if why else None
+
+
+def _layout_differs(e, c):
+    if e.alias != c.alias:
+        return ("alias", f"eager's output is {_alias_text(e.alias)}, the compiled one "
+                         f"{_alias_text(c.alias)}")
+    if e.alias is not None and e.offset != c.offset:
+        return ("alias", f"storage offset {e.offset} against {c.offset} in {e.alias}'s storage")
+    if e.tensor.numel() < 2:
+        return None
+    shape = e.tensor.shape
+    se = [s for s, n in zip(e.strides, shape) if n > 1]
+    sc = [s for s, n in zip(c.strides, shape) if n > 1]
+    if se != sc:
+        return ("stride", f"strides {e.strides} against {c.strides} (shape {tuple(shape)})")
+    return None
+
+
+def _alias_text(alias):
+    return "a new tensor" if alias is None else f"a view of input {alias}"

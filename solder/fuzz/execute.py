@@ -1,0 +1,111 @@
+# Running a fuzz program: fresh inputs, one call of fn (eager or compiled), then everything the
+# call left observable, labelled: outputs, the inputs afterwards, the storage under view inputs
+# and, with grad, the gradients of the floating inputs.
+#
+# Self-contained on purpose: standalone scripts written by `python -m solder fuzz` inline this
+# file's text, so it imports nothing but torch and uses no `from __future__`.
+import contextlib
+import math
+
+import torch
+
+
+def _values(seed, shape, dtype, kind, dev, up=False):
+    """An input's values, from its own generator on the CPU (the same on every machine). up: a
+    floating tensor is made in its dtype, then widened to float64 (the reference run)."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        t = torch.rand(shape, generator=g, dtype=torch.float64) < 0.5
+    elif not dtype.is_floating_point:
+        t = torch.randint(-8, 9, shape, generator=g).to(dtype)
+    else:
+        t = torch.randn(shape, generator=g, dtype=torch.float64)
+        if kind == "special" and t.numel():
+            flat = t.view(-1)
+            where = torch.randint(0, flat.numel(), (max(1, flat.numel() // 4),), generator=g)
+            special = torch.tensor([math.inf, -math.inf, math.nan, 0.0, -0.0, 1e4],
+                                   dtype=torch.float64)
+            flat[where] = special[torch.randint(0, 6, where.shape, generator=g)]
+        t = t.to(dtype)
+        if up:
+            t = t.to(torch.float64)
+    return t.to(dev)
+
+
+def _leaf(b, leaves, name):
+    """A floating input's base becomes a leaf that requires grad; the program gets a clone of
+    it, so that in-place writes into the input are allowed."""
+    if not b.is_floating_point():
+        return b
+    b.requires_grad_()
+    leaves.append((name, b))
+    return b.clone()
+
+
+def _as_strided_scatter_by_copy(input, src, size, stride, storage_offset=None):
+    out = input.clone()
+    out.as_strided(size, stride, storage_offset).copy_(src)
+    return out
+
+
+@contextlib.contextmanager
+def correct_as_strided_scatter():
+    """Eager as_strided_scatter, with its input's gradient right: eager's derivative zeroes the
+    wrong elements (x = arange(4), size (2,), stride (2,), upstream [1, 2, 3, 4]: eager gives
+    [1, 0, 3, 0], the right gradient is [0, 2, 0, 4]). Only for eager reference runs."""
+    saved = torch.as_strided_scatter
+    torch.as_strided_scatter = _as_strided_scatter_by_copy
+    try:
+        yield
+    finally:
+        torch.as_strided_scatter = saved
+
+
+class Observed:
+    """One observable value after a call: a tensor (or None: an unused input's gradient)."""
+    __slots__ = ("label", "tensor", "requires_grad", "strides", "offset", "alias", "law")
+
+    def __init__(self, label, t, alias=None, law=None):
+        self.label = label
+        self.tensor = None if t is None else t.detach()
+        self.requires_grad = t is not None and t.requires_grad
+        self.strides = None if t is None else tuple(t.stride())
+        self.offset = None if t is None else t.storage_offset()
+        self.alias, self.law = alias, law
+
+
+def _storage_of(t):
+    s = t.untyped_storage()
+    return s.data_ptr() if s.nbytes() else None
+
+
+def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False):
+    """Call fn once on fresh inputs (eager when backend is None) and return [Observed].
+    laws: {output position: law} for the outputs of random ops (compared by law, left out of
+    the gradient's loss)."""
+    ins, bases, leaves = make_inputs(up, grad)
+    names = [f"a{i}" for i in range(len(ins))]
+    if backend is not None:
+        fn = torch.compile(fn, backend=backend)
+    torch.manual_seed(rng_seed)
+    outs = tuple(fn(*ins))
+    storages = {}
+    for name, t in list(zip(names, ins)) + bases:
+        if _storage_of(t) is not None:
+            storages.setdefault(_storage_of(t), name)
+    res = [Observed(f"output {k}", t, storages.get(_storage_of(t)), laws.get(k))
+           for k, t in enumerate(outs)]
+    res += [Observed(f"input {n} after the call", t) for n, t in zip(names, ins)]
+    res += [Observed(f"storage under {n} after the call", b) for n, b in bases]
+    if grad and leaves:
+        tensors = list(outs) + list(ins) + [b for _, b in bases]
+        terms = []
+        for k, (o, t) in enumerate(zip(res, tensors)):
+            if o.requires_grad and o.law is None and t.numel():
+                w = torch.randn(t.shape, generator=torch.Generator().manual_seed(1000 + k),
+                                dtype=torch.float64)
+                terms.append((t.double() * w.to(t.device)).sum())
+        if terms:
+            grads = torch.autograd.grad(sum(terms), [b for _, b in leaves], allow_unused=True)
+            res += [Observed(f"gradient of {n}", g) for (n, _), g in zip(leaves, grads)]
+    return res

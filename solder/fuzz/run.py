@@ -1,0 +1,162 @@
+"""One program checked: eager, the float64 reference, the compiled run, and on an error the
+control backend; the outcome as plain data (it travels from a worker process as JSON)."""
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+import traceback
+import warnings
+from typing import Optional
+
+import torch
+
+from .compare import verdict
+from .execute import correct_as_strided_scatter, run
+from .generate import generate, namespace
+from .program import Program
+
+# outcome kinds
+PASS, WRONG, ERROR, CONTROL_ERROR = "pass", "wrong", "error", "control_error"
+EAGER_REJECTED, TIMEOUT, CRASH = "eager_rejected", "timeout", "crash"
+
+
+@dataclasses.dataclass
+class RunConfig:
+    backend: str = "solder"
+    device: str = "cpu"
+    grad: bool = False
+    control: Optional[str] = "aot_eager"   # run on a backend error, to tell whose error it is
+
+
+@dataclasses.dataclass
+class Outcome:
+    kind: str
+    detail: str = ""                        # the first difference, or the error
+    diffs: list = dataclasses.field(default_factory=list)   # [(label, category, why)]
+    error: str = ""                         # "Type: first line" of the backend's error
+    control: str = ""                       # the control backend's error, for CONTROL_ERROR
+    seconds: float = 0.0
+    rejected: int = 0                       # draws eager refused before this program
+    program: Optional[dict] = None          # Program.to_json()
+    poisoned: bool = False                  # the device is unusable after this program
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_json(d: dict) -> "Outcome":
+        d = dict(d)
+        d["diffs"] = [tuple(x) for x in d.get("diffs", [])]
+        return Outcome(**d)
+
+    def signature(self) -> tuple:
+        """What "fails the same way" compares, for the minimizer."""
+        if self.kind == WRONG:
+            return (WRONG, frozenset((_label_kind(lb), cat) for lb, cat, _ in self.diffs))
+        if self.kind in (ERROR, CONTROL_ERROR):
+            return (self.kind, re.sub(r"\d+", "#", self.error)[:80])
+        return (self.kind,)
+
+
+def _label_kind(label: str) -> str:
+    return label.split(" ")[0]
+
+
+def same_failure(a: Outcome, b: Outcome) -> bool:
+    sa, sb = a.signature(), b.signature()
+    if sa[0] != sb[0]:
+        return False
+    if sa[0] == WRONG:
+        return bool(sa[1] & sb[1])
+    return sa == sb
+
+
+def check_seed(seed: int, cfg: RunConfig) -> Outcome:
+    start = time.monotonic()
+    try:
+        gen = generate(seed, cfg.grad)
+    except RuntimeError as err:
+        return Outcome(EAGER_REJECTED, str(err), rejected=50,
+                       seconds=time.monotonic() - start)
+    out = check_program(gen.program, cfg)
+    out.rejected += gen.rejected
+    out.seconds = time.monotonic() - start
+    return out
+
+
+def check_program(program: Program, cfg: RunConfig) -> Outcome:
+    start = time.monotonic()
+    out = _check(program, cfg)
+    out.program = program.to_json()
+    out.seconds = time.monotonic() - start
+    if cfg.device == "cuda" and out.kind in (ERROR, CONTROL_ERROR, WRONG):
+        out.poisoned = not _device_alive()
+    return out
+
+
+def _check(program: Program, cfg: RunConfig) -> Outcome:
+    source = program.source()
+    ns = namespace(source, cfg.device, f"<fuzz program {program.seed}>")
+    args = (ns["fn"], ns["make_inputs"], ns["LAWS"], ns["RNG_SEED"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            eager = run(*args, grad=cfg.grad)
+        except Exception as err:  # noqa: BLE001 - eager on this device refuses it
+            return Outcome(EAGER_REJECTED, _error_text(err), rejected=1)
+        try:
+            ref = run(*args, up=True, grad=cfg.grad)
+        except Exception:  # noqa: BLE001 - no reference: eager's rounding is not excused
+            ref = None
+        fixed = None
+        if cfg.grad and "as_strided_scatter" in source:
+            with correct_as_strided_scatter():
+                fixed = run(*args, grad=cfg.grad)
+        torch._dynamo.reset()
+        try:
+            comp = run(*args, backend=cfg.backend, grad=cfg.grad)
+        except Exception as err:  # noqa: BLE001 - the backend raised where eager ran
+            text = _error_text(err)
+            tb = traceback.format_exc(limit=-8)
+            control = _control_error(args, cfg)
+            if control:
+                return Outcome(CONTROL_ERROR, tb, error=text, control=control)
+            return Outcome(ERROR, tb, error=text)
+        finally:
+            torch._dynamo.reset()
+    diffs = verdict(eager, comp, ref, fixed)
+    if not diffs:
+        return Outcome(PASS)
+    label, category, why = diffs[0]
+    return Outcome(WRONG, f"{label}: {why}", diffs=[list(d) for d in diffs])
+
+
+def _control_error(args, cfg: RunConfig) -> str:
+    """The control backend's error on the same program, or "" when it runs it."""
+    if not cfg.control or cfg.control == cfg.backend:
+        return ""
+    torch._dynamo.reset()
+    try:
+        run(*args, backend=cfg.control, grad=cfg.grad)
+    except Exception as err:  # noqa: BLE001 - what we want to know
+        return f"{cfg.control}: {_error_text(err)}"
+    return ""
+
+
+def _error_text(err: BaseException) -> str:
+    """"Type: message", the message's first line; for Dynamo's wrapper of a backend's error
+    (whose first line only names the backend), the wrapped error's."""
+    lines = [line for line in str(err).strip().splitlines() if line.strip()]
+    if lines and lines[0].rstrip().endswith("raised:") and len(lines) > 1:
+        return lines[1][:300]
+    return f"{type(err).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+def _device_alive() -> bool:
+    try:
+        torch.cuda.synchronize()
+        torch.zeros(1, device="cuda").add_(1).item()
+    except Exception:  # noqa: BLE001 - a device-side assert leaves the context unusable
+        return False
+    return True

@@ -1,0 +1,136 @@
+"""The comparator: tolerances, NaN, the float64 reference, layouts, laws, eager's own bugs."""
+import math
+
+import torch
+
+from solder.fuzz.compare import law_differs, value_differs, verdict
+from solder.fuzz.execute import Observed, correct_as_strided_scatter
+
+nan, inf = math.nan, math.inf
+
+
+def t(values, dtype=torch.float32):
+    return torch.tensor(values, dtype=dtype)
+
+
+def test_nan_where_eager_has_nan():
+    assert value_differs(t([1.0, nan]), t([1.0, nan])) is None
+    assert value_differs(t([1.0, nan]), t([1.0, 2.0])) is not None
+    assert value_differs(t([1.0, 2.0]), t([1.0, nan])) is not None
+    assert value_differs(t([inf, -inf]), t([inf, -inf])) is None
+    assert value_differs(t([inf]), t([-inf])) is not None
+
+
+def test_tolerance_by_dtype():
+    assert value_differs(t([1.0]), t([1.00001])) is None
+    assert value_differs(t([1.0]), t([1.001])) is not None
+    assert value_differs(t([1.0], torch.bfloat16), t([1.0078125], torch.bfloat16)) is None
+    assert value_differs(t([1.0], torch.float16), t([1.25], torch.float16)) is not None
+    assert value_differs(t([3], torch.int64), t([4], torch.int64)) is not None
+    assert value_differs(t([True], torch.bool), t([True], torch.bool)) is None
+
+
+def test_dtype_and_shape_must_match():
+    assert "dtype" in value_differs(t([1.0]), t([1.0], torch.float64))
+    assert "shape" in value_differs(t([1.0]), t([[1.0]]))
+
+
+def test_float64_reference_excuses_eager_rounding():
+    eager, ref = t([1.0], torch.float16), t([1.2], torch.float64)
+    assert value_differs(eager, t([1.2], torch.float16), ref) is None     # closer than eager
+    assert value_differs(eager, t([1.5], torch.float16), ref) is not None   # farther
+    # a comparison that eager's rounding tipped: the compiled one agrees with the reference
+    assert value_differs(t([True], torch.bool), t([False], torch.bool), t([False], torch.bool)) is None
+    assert value_differs(t([True], torch.bool), t([False], torch.bool), t([True], torch.bool))
+    # eager overflowed where the reference did not: the compiled value must be near the latter
+    assert value_differs(t([nan]), t([5.0]), t([5.0], torch.float64)) is None
+    assert value_differs(t([nan]), t([500.0]), t([5.0], torch.float64)) is not None
+
+
+def test_low_precision_cancellation_is_judged_on_the_whole_tensor():
+    ref = torch.tensor([0.58, -0.18, 0.81, 0.68, -0.43, -1.58], dtype=torch.float64)
+    eager = t([0.574, -0.167, 0.844, 0.672, -0.445, -1.578], torch.bfloat16)
+    one_cancelled = t([0.578, -0.182, 0.6875, 0.676, -0.426, -1.578], torch.bfloat16)
+    assert value_differs(eager, one_cancelled) is not None
+    assert value_differs(eager, one_cancelled, ref) is None
+    far = t([0.578, -0.182, 3.0, 0.676, -0.426, -1.578], torch.bfloat16)
+    assert value_differs(eager, far, ref) is not None
+
+
+def test_none_gradient_matches_zeros():
+    assert value_differs(None, torch.zeros(3)) is None
+    assert value_differs(torch.zeros(3), None) is None
+    assert value_differs(None, torch.ones(3)) is not None
+
+
+def _obs(label, tensor, **kw):
+    o = Observed(label, tensor)
+    for k, v in kw.items():
+        setattr(o, k, v)
+    return o
+
+
+def test_output_layout_and_aliasing():
+    x = torch.arange(6.0).view(2, 3)
+    e = [_obs("output 0", x)]
+    assert verdict(e, [_obs("output 0", x.clone())]) == []
+    got = verdict(e, [_obs("output 0", x.t().contiguous().t())])
+    assert got and got[0][1] == "stride"
+    # dims of size 1 have no observable stride
+    y = torch.zeros(3, 1)
+    assert verdict([_obs("output 0", y)], [_obs("output 0", y, strides=(1, 7))]) == []
+    view = [_obs("output 0", x, alias="a0")]
+    assert verdict(view, [_obs("output 0", x, alias=None)])[0][1] == "alias"
+    assert verdict(view, [_obs("output 0", x, alias="a0", offset=1)])[0][1] == "alias"
+    # the inputs after the call are the caller's tensors: only their values count
+    assert verdict([_obs("input a0 after the call", x)],
+                   [_obs("input a0 after the call", x.t().contiguous().t())]) == []
+
+
+def test_random_values_by_their_law():
+    g = torch.Generator().manual_seed(0)
+    u = torch.rand(64, generator=g)
+    assert law_differs(("uniform", 0.0, 1.0), u, None) is None
+    assert law_differs(("uniform", 0.0, 1.0), u + 1, None) is not None
+    assert law_differs(("uniform", 0.0, 1.0), torch.full((64,), 0.5), None) is not None
+    n = torch.randn(64, generator=g)
+    assert law_differs(("normal", 0.0, 1.0), n, None) is None
+    assert law_differs(("normal", 0.0, 1.0), n * 5, None) is not None
+    assert law_differs(("normal", 2.0, 1.0), n, None) is not None
+    assert law_differs(("randint", 0, 3), torch.tensor([0, 1, 2, 2]), None) is None
+    assert law_differs(("randint", 0, 3), torch.tensor([0, 3]), None) is not None
+    assert law_differs(("perm", 4), torch.tensor([2, 0, 3, 1]), None) is None
+    assert law_differs(("perm", 4), torch.tensor([2, 0, 2, 1]), None) is not None
+    b = (torch.rand(200, generator=g) < 0.25).float()
+    assert law_differs(("bernoulli", 0.25), b, None) is None
+    assert law_differs(("bernoulli", 0.75), b, None) is not None
+    x = torch.arange(1.0, 101.0)
+    keep_e = torch.rand(100, generator=g) >= 0.5
+    keep_c = torch.rand(100, generator=g) >= 0.5
+    e, c = x * keep_e * 2, x * keep_c * 2
+    assert law_differs(("dropout", 0.5), c, e) is None
+    assert law_differs(("dropout", 0.5), x * 2, e) is not None          # nothing dropped
+    assert law_differs(("dropout", 0.5), c * 3, e) is not None          # kept values wrong
+
+
+def _as_strided_scatter_gradient():
+    x = torch.arange(4.0, requires_grad=True)
+    y = torch.as_strided_scatter(x, torch.zeros(2), (2,), (2,))
+    (g,) = torch.autograd.grad(y, x, torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    return g
+
+
+def test_eager_as_strided_scatter_gradient_is_wrong_and_the_right_one_is_accepted():
+    eager = _as_strided_scatter_gradient()
+    with correct_as_strided_scatter():
+        right = _as_strided_scatter_gradient()
+    assert torch.equal(right, torch.tensor([0.0, 2.0, 0.0, 4.0]))
+    assert torch.as_strided_scatter is not None and eager is not None
+    label = "gradient of a0"
+    e, fixed = [_obs(label, eager)], [_obs(label, right)]
+    assert verdict(e, [_obs(label, right)], fixed=fixed) == []
+    assert verdict(e, [_obs(label, eager)], fixed=fixed) == []
+    assert verdict(e, [_obs(label, torch.ones(4))], fixed=fixed)
+    if not torch.equal(eager, right):   # eager's bug, as torch 2.11 to 2.13 have it
+        assert torch.equal(eager, torch.tensor([1.0, 0.0, 3.0, 0.0]))
+        assert verdict(e, [_obs(label, right)])

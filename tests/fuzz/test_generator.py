@@ -1,0 +1,124 @@
+"""The program generator: deterministic, every family drawn, only programs eager runs."""
+import hashlib
+import re
+import os
+import subprocess
+import sys
+
+import torch
+
+from solder.fuzz import generate as gen
+from solder.fuzz.draw import FAMILIES, Ctx, Var
+from solder.fuzz.inputs import DTYPES, InputSpec
+from solder.fuzz.program import Program, Stmt
+
+
+def _digest(seeds, grad=False):
+    h = hashlib.sha256()
+    for s in seeds:
+        h.update(gen.generate(s, grad).program.source().encode())
+    return h.hexdigest()
+
+
+def test_same_seed_same_program():
+    for seed in (0, 7, 123):
+        assert gen.generate(seed).program.source() == gen.generate(seed).program.source()
+    assert gen.generate(1).program.source() != gen.generate(2).program.source()
+
+
+def test_same_program_in_another_process():
+    # another interpreter, with another hash seed: nothing may depend on hash() or set order
+    code = ("from tests.fuzz.test_generator import _digest; "
+            "print(_digest(range(5)), _digest(range(3), grad=True))")
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+                         check=True).stdout.split()
+    assert got == [_digest(range(5)), _digest(range(3), grad=True)]
+
+
+def test_every_family_dtype_and_layout_is_drawn():
+    families, dtypes, layouts, ranks, zero, laws = set(), set(), set(), set(), False, set()
+    for seed in range(150):
+        p = gen.draw(seed)
+        families.update(s.family for s in p.stmts)
+        laws.update(s.law[0] for s in p.stmts if s.law)
+        for spec in p.inputs:
+            dtypes.add(spec.dtype)
+            layouts.update(t[0] for t in spec.layout)
+            ranks.add(len(spec.shape))
+            zero |= 0 in spec.shape
+    assert families == set(FAMILIES)
+    assert dtypes == set(DTYPES)
+    assert layouts == {"permute", "slice", "expand", "offset", "channels_last"}
+    assert ranks == {0, 1, 2, 3, 4} and zero
+    assert {"uniform", "normal", "dropout", "randint", "bernoulli", "perm"} <= laws
+
+
+def test_in_place_writes_into_inputs_and_their_views_are_drawn():
+    codes = [s.code for seed in range(150) for s in gen.draw(seed).stmts if s.family == "inplace"]
+    assert any(c.startswith("a") and "[..., 1:].mT." in c for c in codes)
+    assert any(re.search(r"\ba\d\.contiguous\(\)\.", c) for c in codes)
+    assert any(c.startswith("a") and "] = " in c for c in codes)
+    assert any("+=" in c for c in codes)
+    assert any(".copy_(" in c for c in codes)
+
+
+def test_only_programs_eager_runs():
+    for seed in range(20):
+        g = gen.generate(seed, grad=seed % 2 == 1)
+        assert gen.eager_runs(g.program, grad=seed % 2 == 1) is None
+        assert 3 <= len(g.program.stmts) + 2 and len(g.program.stmts) <= 15
+
+
+def test_a_draw_eager_refuses_is_drawn_again(monkeypatch):
+    real = gen.draw
+
+    def first_one_bad(seed, k=0):
+        p = real(seed, k)
+        if k == 0:
+            p.stmts.append(Stmt("v99 = a0 @ torch.zeros(1, 2, 3, 4, 5)", "v99", "matmul", "library"))
+            p.outputs.append("v99")
+        return p
+    monkeypatch.setattr(gen, "draw", first_one_bad)
+    g = gen.generate(3)
+    assert g.rejected == 1
+    assert "v99" not in g.program.source()
+    assert "RuntimeError" in gen.eager_runs(first_one_bad(3, 0), grad=False)
+
+
+def test_program_text_round_trips_through_json():
+    p = gen.generate(11).program
+    assert Program.from_json(p.to_json()).source() == p.source()
+
+
+def test_integer_divisors_are_never_zero():
+    ns = {"x": torch.tensor([0, 3]), "b": torch.tensor([True, False]), "f": torch.tensor([0.0])}
+    import random
+    ctx = Ctx(random.Random(0), ns, [Var("x", (2,), torch.int64, False),
+                                     Var("b", (2,), torch.bool, False),
+                                     Var("f", (1,), torch.float32, False)])
+    like = Var("x", (2,), torch.int64, False)
+    assert eval(ctx.divisor("x", like), dict(ns)).ne(0).all()
+    assert eval(ctx.divisor("b", like), dict(ns)).ne(0).all()
+    assert ctx.divisor("0", like) != "0"
+    assert ctx.divisor("f", like) == "f"     # float division by zero is defined
+
+
+def test_nothing_writes_into_memory_that_elements_share():
+    import random
+    base = torch.zeros(3)
+    ns = {"e": base[:1].expand(3), "u": torch.zeros(5).unfold(0, 2, 1), "c": torch.zeros(3)}
+    ctx = Ctx(random.Random(0), ns, [], frozen=frozenset({base.untyped_storage().data_ptr()}))
+    assert not ctx.writable("e") and not ctx.writable("e[:1]") and not ctx.writable("u")
+    assert ctx.writable("c") and ctx.writable("c[::2]")
+
+
+def test_layouts_shrink_with_their_input():
+    spec = InputSpec("a0", (3, 4), "float32", layout=(("slice", 1, 2, 1), ("permute", (1, 0))))
+    assert spec.base_shape() == (4, 7)
+    small = InputSpec("a0", (1, 2), "float32", layout=spec.layout)
+    ns = {"torch": torch, "DEV": "cpu", "_values": gen._values, "_leaf": gen._leaf}
+    lines = ["ins, bases, leaves = [], [], []", "up = grad = False"] + small.source_lines()
+    exec("\n".join(lines), ns)
+    assert tuple(ns["ins"][0].shape) == (1, 2) and ns["bases"][0][0] == "a0"
