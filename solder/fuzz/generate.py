@@ -17,7 +17,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from . import ops_math, ops_memory  # noqa: F401 - they register the ops
+from . import ops_indexing, ops_math, ops_views, ops_writes  # noqa: F401 - they register the ops
 from .draw import FAMILY_WEIGHTS, MAX_NUMEL, OPS, Ctx, Var, overlaps
 from .execute import _leaf, _values, run
 from .inputs import draw_input
