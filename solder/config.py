@@ -62,9 +62,10 @@ class Config:
         "means compiling here; graphs with symbolic sizes compile here: "
         "runtime/forked_compile.py)")
     check_indices: bool = _setting(
-        False, "check index tensors against the dimension they index (a fused reduction and "
-        "an asynchronous assert per indexing op); off, an out-of-range index reads 0 in a "
-        "gather and is skipped by a scatter, where eager raises", True)
+        True, "check index tensors against the dimension they index, as eager does (a "
+        "reduction fused into the op's kernel and an asynchronous assert per indexing op: an "
+        "error on the CPU, a device-side assert on the GPU); off, an out-of-range index reads "
+        "0 in a gather and is skipped by a scatter", True)
     pause_gc: bool = _setting(
         True, "pause Python's cyclic garbage collector while a graph compiles (its passes over "
         "the heap of a large model cost ~12% of capture); what became garbage is collected "

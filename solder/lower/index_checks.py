@@ -1,9 +1,10 @@
 """Index tensors checked against the dimension they index (``check_indices`` setting).
 
-Off by default: an out-of-range index then reads 0 in a gather and is skipped by a scatter,
-where eager raises (CPU) or device-asserts (GPU). On, each indexing op adds a fused ``all``
-reduction over its index tensor and ``aten._assert_async`` on the result: an exception on the
-CPU, a device-side assert on the GPU (as eager's own), no host synchronization."""
+On by default, as eager checks: each indexing op adds an ``all`` reduction over its index
+tensor, fused into the op's kernel, and ``aten._assert_async`` on the result: an exception naming
+the op on the CPU, a device-side assert on the GPU (as eager's own), no host synchronization.
+``check_indices=False`` drops both: an out-of-range index then reads 0 in a gather and is skipped
+by a scatter."""
 from __future__ import annotations
 
 import torch

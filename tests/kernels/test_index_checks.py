@@ -1,5 +1,5 @@
 """check_indices: out-of-range index tensors raise as in eager (a fused reduction and an
-asynchronous assert); off by default, where they read 0 / are skipped."""
+asynchronous assert), by default; turned off, they read 0 / are skipped."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -7,6 +7,7 @@ import torch.nn.functional as F
 import solder
 
 ON = {"check_indices": True}
+OFF = {"check_indices": False}
 T = lambda data: torch.tensor(data, device=torch.get_default_device())  # noqa: E731
 
 CASES = {   # fn, an index out of range, an index in range (negative where eager wraps)
@@ -35,10 +36,40 @@ def test_out_of_range_raises_and_in_range_matches_eager(name):
         compiled(x, T(bad))
 
 
-def test_the_check_fuses_into_the_gather_kernel_and_is_off_by_default():
+def test_the_check_fuses_into_the_gather_kernel_and_is_on_by_default():
     x, i = torch.randn(5, 4), T([[0, 1, 2, 3]])
-    on = solder.explain(lambda x, i: torch.gather(x, 0, i) + 1, x, i, options=ON)
-    off = solder.explain(lambda x, i: torch.gather(x, 0, i) + 1, x, i)
-    assert on.kernel_count == off.kernel_count == 1
-    assert "index check" in on.graphs[0].wrapper and "index check" not in off.graphs[0].wrapper
-    assert not on.fallbacks
+    default = solder.explain(lambda x, i: torch.gather(x, 0, i) + 1, x, i)
+    off = solder.explain(lambda x, i: torch.gather(x, 0, i) + 1, x, i, options=OFF)
+    assert default.kernel_count == off.kernel_count == 1
+    assert "index check" in default.graphs[0].wrapper
+    assert "index check" not in off.graphs[0].wrapper
+    assert not default.fallbacks
+
+
+@pytest.mark.parametrize("name", ["index", "gather"])
+def test_a_user_out_of_range_index_raises_by_default(name):
+    # x[tensor([0, 7])] on a size-4 tensor: eager raises IndexError, so must Solder
+    if torch.cuda.is_available():
+        pytest.skip("on the GPU a failed check is a device-side assert, which ends the process")
+    fn = {"index": lambda x, i: x[i], "gather": lambda x, i: torch.gather(x, 0, i)}[name]
+    x, i = torch.randn(4), T([0, 7])
+    with pytest.raises(Exception):
+        fn(x, i)
+    with pytest.raises(RuntimeError, match="index out of range"):
+        torch.compile(fn, backend="solder")(x, i)
+
+
+def test_off_an_out_of_range_gather_reads_zero():
+    fn = lambda x, i: torch.gather(x, 0, i)  # noqa: E731
+    out = torch.compile(fn, backend="solder", options=OFF)(torch.ones(4), T([0, 7]))
+    assert out.tolist() == [1.0, 0.0]
+
+
+def test_a_scatter_pays_one_reduction_kernel_for_its_check():
+    def fn(a, b, i):
+        return torch.index_put(a, (i,), b.abs())
+    args = (torch.randn(4, 6), torch.randn(3, 6), T([0, 2, 3]))
+    default = solder.explain(fn, *args)
+    off = solder.explain(fn, *args, options=OFF)
+    assert default.kernel_count == off.kernel_count + 1
+    assert "index check" in default.graphs[0].wrapper
