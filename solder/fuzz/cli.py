@@ -4,8 +4,9 @@ Each seed gives one program (the same on every machine); it runs in a worker pro
 time limit, is compared with eager (values, dtypes, shapes, strides, the inputs afterwards and,
 with --grad, the gradients), and when it fails it is minimized and written to --out as a
 standalone script. The summary counts programs, passes, wrong results, errors (the backend
-raised where eager ran), errors the control backend raises too (explained: not the backend's
-own), timeouts, crashes, and the draws eager rejected. Exit status 1 when anything was wrong,
+raised where eager ran), timeouts, crashes, the draws eager rejected, and apart, as explained
+(not the backend's own), the wrong results the control backend gives too and the errors it
+raises too. Exit status 1 when anything was wrong,
 an unexplained error, a timeout or a crash.
 """
 from __future__ import annotations
@@ -17,10 +18,11 @@ import threading
 import time
 from typing import Optional
 
-from .run import (CONTROL_ERROR, CRASH, EAGER_REJECTED, ERROR, PASS, TIMEOUT, WRONG, Outcome,
-                  RunConfig)
+from .program import Program
+from .run import (CONTROL_ERROR, CONTROL_WRONG, CRASH, EAGER_REJECTED, ERROR, PASS, TIMEOUT,
+                  WRONG, Outcome, RunConfig)
 
-KINDS = (PASS, WRONG, ERROR, CONTROL_ERROR, TIMEOUT, CRASH, EAGER_REJECTED)
+KINDS = (PASS, WRONG, ERROR, CONTROL_WRONG, CONTROL_ERROR, TIMEOUT, CRASH, EAGER_REJECTED)
 FAILURES = (WRONG, ERROR, TIMEOUT, CRASH)
 
 
@@ -109,6 +111,8 @@ class Report:
         record = {"seed": seed, "kind": out.kind, "detail": out.detail[:2000], "error": out.error,
                   "control": out.control, "seconds": round(out.seconds, 2),
                   "rejected": out.rejected, "diffs": out.diffs}
+        if out.kind != PASS and out.program:
+            record["source"] = Program.from_json(out.program).source()
         if out.kind in FAILURES:
             record.update(self._write(seed, out, worker))
         with self.lock:
@@ -121,7 +125,6 @@ class Report:
     def _write(self, seed: int, out: Outcome, worker) -> dict:
         from .generate import generate
         from .minimize import minimize
-        from .program import Program
         from .script import script_text, write_script
         program = Program.from_json(out.program) if out.program else \
             generate(seed, self.cfg.grad).program
@@ -154,8 +157,8 @@ class Report:
         line = f"seed {r['seed']}: {r['kind']} ({r['seconds']:.1f} s)"
         if r["kind"] != PASS:
             line += f" {text}"
-        if r["kind"] == CONTROL_ERROR:
-            line += f" [{r['control'][:120]}]"
+        if r["kind"] in (CONTROL_ERROR, CONTROL_WRONG):
+            line += f" [{r['control'][:160]}]"
         if "script" in r:
             line += f" -> {r['script']}"
         return line
@@ -164,17 +167,19 @@ class Report:
         c = self.counts
         programs = sum(c[k] for k in KINDS if k != EAGER_REJECTED)
         mode = "forward and gradients" if self.cfg.grad else "forward"
+        ctl = self.cfg.control or "the control"
         lines = [f"fuzz: {programs} programs ({mode}, backend {self.cfg.backend}, "
                  f"{self.cfg.device}, seeds {self.seeds[0]}:{self.seeds[-1] + 1}) in "
                  f"{self.seconds:.0f} s" if self.seeds else "fuzz: no seeds",
-                 f"  passed {c[PASS]}, wrong {c[WRONG]}, errors {c[ERROR]}, errors "
-                 f"{self.cfg.control or 'the control'} raises too {c[CONTROL_ERROR]}, "
-                 f"timeouts {c[TIMEOUT]}, crashes {c[CRASH]}",
+                 f"  passed {c[PASS]}, wrong {c[WRONG]}, errors {c[ERROR]}, timeouts "
+                 f"{c[TIMEOUT]}, crashes {c[CRASH]}; explained: wrong under {ctl} too "
+                 f"{c[CONTROL_WRONG]}, errors {ctl} raises too {c[CONTROL_ERROR]}",
                  f"  draws eager rejected: {self.rejected}"
                  + (f" (and {c[EAGER_REJECTED]} seeds with no program eager runs on "
                     f"{self.cfg.device})" if c[EAGER_REJECTED] else "")]
         for kind, title in ((WRONG, "wrong"), (ERROR, "errors"), (TIMEOUT, "timeouts"),
                             (CRASH, "crashes"),
+                            (CONTROL_WRONG, f"wrong under {self.cfg.control} too (explained)"),
                             (CONTROL_ERROR, f"errors {self.cfg.control} raises too (explained)")):
             rows = [r for s, r in sorted(self.records.items()) if r["kind"] == kind]
             if rows:

@@ -10,10 +10,13 @@
 #   wrong, nor an integer or bool equal to it (a comparison or a floor that eager's low
 #   precision tipped). Where eager gave inf or NaN and the reference a number, the compiled
 #   value must be within |reference| + 1 of it;
-# - dtypes and shapes exactly; strides of outputs, except along dims of size 1 and for outputs
-#   of fewer than two elements (their strides are not observable); an output that is a view of
-#   an input must be one in the compiled run too (same input, same storage offset), and one
-#   that is not must not be;
+# - dtypes and shapes exactly; the strides of an output that is a view of an input or that is
+#   dense (no gaps, no overlap: eager's layout of a new tensor, which Solder keeps), except
+#   along dims of size 1 and for outputs of fewer than two elements (not observable); an
+#   output with gaps or overlap that is not a view of an input has strides eager's autograd
+#   and kernels choose case by case, not compared; an output that is a view of an input must
+#   be one in the compiled run too (same input, same storage offset), and one that is not
+#   must not be;
 # - random values (LAWS) by their law: range, mean, spread, fraction of zeros for dropout;
 # - gradients: eager's, or the right one where eager's derivative is wrong: as_strided_scatter's
 #   input gradient, recomputed with a correct as_strided_scatter (see execute.py);
@@ -194,7 +197,7 @@ def _layout_differs(e, c):
                          f"{_alias_text(c.alias)}")
     if e.alias is not None and e.offset != c.offset:
         return ("alias", f"storage offset {e.offset} against {c.offset} in {e.alias}'s storage")
-    if e.tensor.numel() < 2:
+    if e.tensor.numel() < 2 or (e.alias is None and not _dense(e.strides, e.tensor.shape)):
         return None
     shape = e.tensor.shape
     se = [s for s, n in zip(e.strides, shape) if n > 1]
@@ -202,6 +205,18 @@ def _layout_differs(e, c):
     if se != sc:
         return ("stride", f"strides {e.strides} against {c.strides} (shape {tuple(shape)})")
     return None
+
+
+def _dense(strides, shape):
+    """Whether the elements fill a block of memory without gaps or overlap (in some order of
+    the dims); dims of size 1 do not count."""
+    dims = sorted((abs(s), n) for s, n in zip(strides, shape) if n > 1)
+    expected = 1
+    for s, n in dims:
+        if s != expected:
+            return False
+        expected *= n
+    return True
 
 
 def _alias_text(alias):

@@ -18,6 +18,7 @@ from .program import Program
 
 # outcome kinds
 PASS, WRONG, ERROR, CONTROL_ERROR = "pass", "wrong", "error", "control_error"
+CONTROL_WRONG = "control_wrong"     # wrong, and the control backend is wrong the same way
 EAGER_REJECTED, TIMEOUT, CRASH = "eager_rejected", "timeout", "crash"
 
 
@@ -35,7 +36,7 @@ class Outcome:
     detail: str = ""                        # the first difference, or the error
     diffs: list = dataclasses.field(default_factory=list)   # [(label, category, why)]
     error: str = ""                         # "Type: first line" of the backend's error
-    control: str = ""                       # the control backend's error, for CONTROL_ERROR
+    control: str = ""                       # the control's error or difference, for CONTROL_*
     seconds: float = 0.0
     rejected: int = 0                       # draws eager refused before this program
     program: Optional[dict] = None          # Program.to_json()
@@ -54,6 +55,8 @@ class Outcome:
         """What "fails the same way" compares, for the minimizer."""
         if self.kind == WRONG:
             return (WRONG, frozenset((_label_kind(lb), cat) for lb, cat, _ in self.diffs))
+        if self.kind == CONTROL_WRONG:
+            return (CONTROL_WRONG,)
         if self.kind in (ERROR, CONTROL_ERROR):
             return (self.kind, re.sub(r"\d+", "#", self.error)[:80])
         return (self.kind,)
@@ -129,7 +132,33 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
     if not diffs:
         return Outcome(PASS)
     label, category, why = diffs[0]
-    return Outcome(WRONG, f"{label}: {why}", diffs=[list(d) for d in diffs])
+    detail = f"{label}: {why}"
+    shared = _control_wrong(args, cfg, diffs, eager, ref, fixed)
+    if shared:
+        return Outcome(CONTROL_WRONG, detail, diffs=[list(d) for d in diffs], control=shared)
+    return Outcome(WRONG, detail, diffs=[list(d) for d in diffs])
+
+
+def _control_wrong(args, cfg: RunConfig, diffs, eager, ref, fixed) -> str:
+    """The control backend's first difference when it differs from eager in the same value
+    the same way (then the fault is in what both share: Dynamo, AOTAutograd), else ""."""
+    if not cfg.control or cfg.control == cfg.backend:
+        return ""
+    torch._dynamo.reset()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            control = run(*args, backend=cfg.control, grad=cfg.grad)
+    except Exception:  # noqa: BLE001 - the control does not share the difference
+        return ""
+    finally:
+        torch._dynamo.reset()
+    theirs = {(label, category): why for label, category, why in
+              verdict(eager, control, ref, fixed)}
+    for label, category, _ in diffs:
+        if (label, category) in theirs:
+            return f"{cfg.control}: {label}: {theirs[(label, category)]}"
+    return ""
 
 
 def _control_error(args, cfg: RunConfig) -> str:

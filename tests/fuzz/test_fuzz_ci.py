@@ -19,11 +19,21 @@ AOT_AUTOGRAD_ERRORS = {
     # empty input
     "group_norm of an empty input": r"ZeroDivisionError: float division by zero",
     # autograd's version check on a tensor the compiled forward saved and then wrote in
-    # place (a write into an input or a view of one, applied after the graph)
+    # place (a write into an input or a view of one, applied after the graph), and its view
+    # check on a view of a multi-output view op whose base is written
     "saved tensor written by the graph's own input mutation":
         r"one of the variables needed for gradient computation has been modified by an inplace",
+    "view of a multi-output view op written through its base":
+        r"is a view and its base or another view of its base has been modified inplace",
     # the joint graph is traced for every float output, eager needed no floor_divide derivative
     "floor_divide's missing derivative": r"derivative for aten::floor_divide is not implemented",
+}
+
+# ... and what AOTAutograd gets wrong: a write into a 0-d float64 input is lost (`a0.mul_(2)`,
+# `a0.copy_(1e-3)`: the input keeps its value and the graph reads the old one; Dynamo alone,
+# backend "eager", keeps it)
+AOT_AUTOGRAD_WRONG = {
+    "write into a 0-d float64 input lost": r"^input a\d after the call: .*\(torch.float64, shape \(\)\)",
 }
 
 OPEN_BUGS = ("Solder's open bugs (issue 37; solder/fuzz's findings): eager's strides not kept "
@@ -46,9 +56,10 @@ def _failures(report):
 
 def _check_control(report):
     c = report["counts"]
-    assert c["wrong"] == 0 and c["crash"] == 0 and c["timeout"] == 0, _failures(report)
-    unexplained = [r for r in report["programs"] if r["kind"] == "error" and not any(
-        re.search(p, r["error"]) for p in AOT_AUTOGRAD_ERRORS.values())]
+    assert c["crash"] == 0 and c["timeout"] == 0, _failures(report)
+    known = {"error": (AOT_AUTOGRAD_ERRORS, "error"), "wrong": (AOT_AUTOGRAD_WRONG, "detail")}
+    unexplained = [r for r in report["programs"] if r["kind"] in known and not any(
+        re.search(p, r[known[r["kind"]][1]]) for p in known[r["kind"]][0].values())]
     assert not unexplained, _failures(report)
 
 
