@@ -1,0 +1,109 @@
+"""The mutation and aliasing rules of docs/ARCHITECTURE.md ("Mutation and aliasing"), each
+against eager: old values read before a write, writes through aliases that ``contiguous()``,
+``reshape()`` and ``detach()`` return, inputs that share memory, a write that reads what it
+overwrites, in-place view ops on inputs."""
+import pytest
+import torch
+
+
+def _clone_then_write(x):
+    y = x.clone()
+    x.mul_(2)
+    return y
+
+
+def _contiguous_alias_then_write(x):
+    y = x.contiguous()      # x itself: y sees the write
+    x.mul_(2)
+    return y * 1
+
+
+def _read_through_reshape_after_write(x):
+    y = x.reshape(-1)
+    x.add_(1)
+    return y.sum(), y * 1
+
+
+def _transposed_copy_then_row_write(x):
+    y = x.t().clone()
+    x[0] = 5
+    return y
+
+
+def _write_through_a_view_after_a_write(x):
+    y = x[1:]
+    x.add_(1)
+    y.mul_(2)
+    return x.sum()
+
+
+def _write_reads_what_it_overwrites(x):
+    x.copy_(x.flip(0))
+    return x
+
+
+def _shifted_self_assignment(x):
+    x[1:] = x[:-1].clone()
+    return x
+
+
+def _detach_alias(x):
+    y = x.detach()
+    y.add_(1)
+    return x * 1
+
+
+def _transpose_in_place(x):
+    x.t_()
+    return x + 1
+
+
+def _unsqueeze_in_place_then_write(x):
+    x.unsqueeze_(0)
+    x.add_(1)
+    return x
+
+
+ONE_INPUT = [_clone_then_write, _contiguous_alias_then_write, _read_through_reshape_after_write,
+             _transposed_copy_then_row_write, _write_through_a_view_after_a_write,
+             _write_reads_what_it_overwrites, _shifted_self_assignment, _detach_alias,
+             _transpose_in_place, _unsqueeze_in_place_then_write]
+
+
+def _compare(fn, make):
+    eager_args, compiled_args = make(), make()
+    ref = fn(*eager_args)
+    out = torch.compile(fn, backend="solder")(*compiled_args)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    out = out if isinstance(out, tuple) else (out,)
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape and torch.equal(o, r), (o, r)
+    for a, b in zip(compiled_args, eager_args):
+        assert a.shape == b.shape and torch.equal(a, b), (a, b)
+
+
+@pytest.mark.parametrize("fn", ONE_INPUT, ids=lambda f: f.__name__.strip("_"))
+def test_one_input(fn):
+    _compare(fn, lambda: (torch.arange(6.0).view(2, 3) if "transpos" in fn.__name__
+                          or "row" in fn.__name__ or "contiguous" in fn.__name__
+                          else torch.arange(6.0),))
+
+
+def _write_one_read_other(x, z):
+    x.add_(1)
+    return z * 2
+
+
+def _write_other_read_one(x, z):
+    z.mul_(3)
+    return x + 1
+
+
+@pytest.mark.parametrize("fn", [_write_one_read_other, _write_other_read_one],
+                         ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("share", ["same", "overlapping"])
+def test_inputs_that_share_memory(fn, share):
+    def make():
+        b = torch.arange(6.0)
+        return (b, b) if share == "same" else (b, b[1:4])
+    _compare(fn, make)
