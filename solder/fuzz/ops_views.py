@@ -118,8 +118,9 @@ def draw_view(c: Ctx):
         a = c.rng.randint(1, min(3, total))
         st = c.rng.randint(1, max(1, (total - 1) // max(1, a - 1))) if a > 1 else 1
         return Draft(f"{n}.contiguous().as_strided(({a},), ({st},))", kind)
-    pairs = {"float32": "int32", "int32": "float32", "float64": "int64", "int64": "float64",
-             "float16": "bfloat16", "bfloat16": "float16"}
+    # integers as floats only: the bits of a computed float would show a rounding difference
+    # of one ulp as an integer that must match exactly
+    pairs = {"int32": "float32", "int64": "float64"}
     other = pairs.get(str(x.dtype).removeprefix("torch."))
     if other is None:
         return None

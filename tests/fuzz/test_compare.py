@@ -87,6 +87,9 @@ def test_output_layout_and_aliasing():
     view = [_obs("output 0", x, alias="a0")]
     assert verdict(view, [_obs("output 0", x, alias=None)])[0][1] == "alias"
     assert verdict(view, [_obs("output 0", x, alias="a0", offset=1)])[0][1] == "alias"
+    # nothing is observable through an output without elements
+    empty = torch.zeros(1, 0)
+    assert verdict([_obs("output 0", empty, alias="a0")], [_obs("output 0", empty)]) == []
     # the inputs after the call are the caller's tensors: only their values count
     assert verdict([_obs("input a0 after the call", x)],
                    [_obs("input a0 after the call", x.t().contiguous().t())]) == []
