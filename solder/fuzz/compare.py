@@ -5,9 +5,14 @@
 #
 # What counts as the same (docs/ARCHITECTURE.md, "Differential fuzzing"):
 # - values within a tolerance by dtype, NaN where eager has NaN, integers and bools exactly;
+# - a float value is held to the tolerance of the lowest floating precision the program
+#   computes in (its PRECISION), when that is looser than its own dtype's: a float32 gradient
+#   gathered through float16 ops carries float16's rounding, and a compiler may keep float32
+#   between float16 ops where eager rounds after each;
 # - a float64 reference run (the same program on its inputs widened to float64) excuses eager's
-#   own rounding: a compiled float no farther from it than eager's (plus the tolerance) is not
-#   wrong, nor an integer or bool equal to it (a comparison or a floor that eager's low
+#   own rounding: a compiled float no more than 3 times as far from it as eager's (plus the
+#   tolerance) is not wrong (two valid evaluation orders round by about as much, and "no
+#   farther than eager" would fail half of the values where rounding dominates), nor an integer or bool equal to it (a comparison or a floor that eager's low
 #   precision tipped). Where eager gave inf or NaN and the reference a number, the compiled
 #   value must be within |reference| + 1 of it;
 # - dtypes and shapes exactly; the strides of an output that is a view of an input or that is
@@ -29,8 +34,10 @@ TOL = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-4, 1e-5),
        torch.float16: (5e-3, 1e-3), torch.bfloat16: (4e-2, 1e-2)}
 
 
-def value_differs(e, c, r=None):
-    """Why compiled tensor c is not eager's e, or None; r: the float64 reference (or None)."""
+def value_differs(e, c, r=None, floor=None):
+    """Why compiled tensor c is not eager's e, or None; r: the float64 reference (or None);
+    floor: the lowest floating precision the program computes in (a float value is held to
+    that dtype's tolerance when it is looser than its own)."""
     if e is None or c is None:
         z = c if e is None else e
         return None if z is None or not z.bool().any() else "None against a nonzero tensor"
@@ -42,6 +49,8 @@ def value_differs(e, c, r=None):
         return None
     e, c = e.detach().cpu(), c.detach().cpu()
     rtol, atol = TOL.get(e.dtype, (0.0, 0.0))
+    if e.is_floating_point() and floor in TOL:
+        rtol, atol = max(rtol, TOL[floor][0]), max(atol, TOL[floor][1])
     ed, cd = e.double(), c.double()
     if e.is_floating_point():
         near = ed.isfinite() & ((ed - cd).abs() <= atol + rtol * ed.abs())
@@ -53,10 +62,10 @@ def value_differs(e, c, r=None):
         if e.is_floating_point():
             err_e = torch.minimum(_error(ed, rd), rd.abs().nan_to_num(0.0) + 1)
             err_c = _error(cd, rd)
-            ok |= err_c <= err_e + atol + rtol * rd.abs().nan_to_num(0.0)
+            ok |= err_c <= 3 * err_e + atol + rtol * rd.abs().nan_to_num(0.0)
         else:
             ok |= cd == rd
-        if not bool(ok.all()) and e.dtype in LOW:
+        if not bool(ok.all()) and (e.dtype in LOW or floor in LOW) and e.is_floating_point():
             ok |= _rms_close(ed, cd, rd, rtol, atol)
     if bool(ok.all()):
         return None
@@ -151,10 +160,11 @@ def _all_equal(x, kind):
     return None
 
 
-def verdict(eager, comp, ref=None, fixed=None):
+def verdict(eager, comp, ref=None, fixed=None, floor=None):
     """[(label, category, why)] for each observed value of the compiled run (comp) that is not
     eager's. Each argument is a list of execute.Observed; ref: the float64 reference run;
-    fixed: eager with as_strided_scatter's gradient right (None when the program has none)."""
+    fixed: eager with as_strided_scatter's gradient right (None when the program has none);
+    floor: the program's lowest floating precision (its PRECISION)."""
     if [o.label for o in eager] != [o.label for o in comp]:
         return [("values", "structure", f"eager gave {[o.label for o in eager]}, compiled "
                  f"{[o.label for o in comp]}")]
@@ -162,16 +172,16 @@ def verdict(eager, comp, ref=None, fixed=None):
     fixes = {o.label: o for o in fixed} if fixed else {}
     bad = []
     for e, c in zip(eager, comp):
-        found = _differs(e, c, refs.get(e.label))
+        found = _differs(e, c, refs.get(e.label), floor)
         if found and found[0] == "value" and e.label in fixes:
-            if _differs(fixes[e.label], c, None) is None:
+            if _differs(fixes[e.label], c, None, floor) is None:
                 found = None
         if found:
             bad.append((e.label,) + found)
     return bad
 
 
-def _differs(e, c, r):
+def _differs(e, c, r, floor):
     """(category, why) or None, for one observed value."""
     if e.tensor is not None and c.tensor is not None:
         if e.tensor.dtype != c.tensor.dtype:
@@ -187,7 +197,7 @@ def _differs(e, c, r):
     if e.law is not None and c.tensor is not None:
         why = law_differs(e.law, c.tensor, e.tensor)
         return ("law", why) if why else None
-    why = value_differs(e.tensor, c.tensor, None if r is None else r.tensor)
+    why = value_differs(e.tensor, c.tensor, None if r is None else r.tensor, floor)
     return ("value", why) if why else None
 
 

@@ -61,6 +61,16 @@ class Program:
         by_var = {s.target: s.law for s in self.stmts if s.law}
         return {k: by_var[v] for k, v in enumerate(self.outputs) if v in by_var}
 
+    def precision(self) -> str:
+        """The lowest floating precision of its inputs and of the dtypes its code names."""
+        text = " ".join(s.code for s in self.stmts) + " " + " ".join(
+            i.dtype for i in self.inputs)
+        for name, marks in (("bfloat16", ("bfloat16",)), ("float16", ("float16", ".half()")),
+                            ("float32", ("float32", ".float()", "int32", "int64", "bool"))):
+            if any(m in text for m in marks):
+                return name
+        return "float64"
+
     def ops(self) -> list[str]:
         return [s.op for s in self.stmts]
 
@@ -77,6 +87,8 @@ class Program:
         outs = ", ".join(self.outputs) + ("," if len(self.outputs) == 1 else "")
         lines += [f"    return ({outs})", "", ""]
         lines.append(f"LAWS = {self.laws()!r}")
+        lines.append(f"PRECISION = torch.{self.precision()}  # the lowest floating precision "
+                     "it computes in")
         lines.append(f"RNG_SEED = {self.seed % 100003}")
         return "\n".join(lines) + "\n"
 

@@ -102,6 +102,7 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
     source = program.source()
     ns = namespace(source, cfg.device, f"<fuzz program {program.seed}>")
     args = (ns["fn"], ns["make_inputs"], ns["LAWS"], ns["RNG_SEED"])
+    floor = ns["PRECISION"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -128,18 +129,18 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
             return Outcome(ERROR, tb, error=text)
         finally:
             torch._dynamo.reset()
-    diffs = verdict(eager, comp, ref, fixed)
+    diffs = verdict(eager, comp, ref, fixed, floor)
     if not diffs:
         return Outcome(PASS)
     label, category, why = diffs[0]
     detail = f"{label}: {why}"
-    shared = _control_wrong(args, cfg, diffs, eager, ref, fixed)
+    shared = _control_wrong(args, cfg, diffs, eager, ref, fixed, floor)
     if shared:
         return Outcome(CONTROL_WRONG, detail, diffs=[list(d) for d in diffs], control=shared)
     return Outcome(WRONG, detail, diffs=[list(d) for d in diffs])
 
 
-def _control_wrong(args, cfg: RunConfig, diffs, eager, ref, fixed) -> str:
+def _control_wrong(args, cfg: RunConfig, diffs, eager, ref, fixed, floor) -> str:
     """The control backend's first difference when it differs from eager in the same value
     the same way (then the fault is in what both share: Dynamo, AOTAutograd), else ""."""
     if not cfg.control or cfg.control == cfg.backend:
@@ -154,7 +155,7 @@ def _control_wrong(args, cfg: RunConfig, diffs, eager, ref, fixed) -> str:
     finally:
         torch._dynamo.reset()
     theirs = {(label, category): why for label, category, why in
-              verdict(eager, control, ref, fixed)}
+              verdict(eager, control, ref, fixed, floor)}
     for label, category, _ in diffs:
         if (label, category) in theirs:
             return f"{cfg.control}: {label}: {theirs[(label, category)]}"

@@ -45,7 +45,7 @@ def main(backend):
     torch.set_printoptions(precision=6)
     for e, c in zip(eager, comp):
         print(f"--- {{e.label}}\\neager:    {{e.tensor}}\\ncompiled: {{c.tensor}}")
-    bad = verdict(eager, comp, ref, fixed)
+    bad = verdict(eager, comp, ref, fixed, PRECISION)
     for label, category, why in bad:
         print(f"DIFFERS {{label}} ({{category}}): {{why}}")
     print(f"WRONG under {{backend}}" if bad else f"match under {{backend}}")

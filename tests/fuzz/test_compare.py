@@ -38,7 +38,8 @@ def test_dtype_and_shape_must_match():
 def test_float64_reference_excuses_eager_rounding():
     eager, ref = t([1.0], torch.float16), t([1.2], torch.float64)
     assert value_differs(eager, t([1.2], torch.float16), ref) is None     # closer than eager
-    assert value_differs(eager, t([1.5], torch.float16), ref) is not None   # farther
+    assert value_differs(eager, t([1.5], torch.float16), ref) is None      # as noisy
+    assert value_differs(eager, t([1.9], torch.float16), ref) is not None   # far noisier
     # a comparison that eager's rounding tipped: the compiled one agrees with the reference
     assert value_differs(t([True], torch.bool), t([False], torch.bool), t([False], torch.bool)) is None
     assert value_differs(t([True], torch.bool), t([False], torch.bool), t([True], torch.bool))
@@ -55,6 +56,14 @@ def test_low_precision_cancellation_is_judged_on_the_whole_tensor():
     assert value_differs(eager, one_cancelled, ref) is None
     far = t([0.578, -0.182, 3.0, 0.676, -0.426, -1.578], torch.bfloat16)
     assert value_differs(eager, far, ref) is not None
+
+
+def test_lowest_precision_sets_the_tolerance():
+    # a float32 value computed through float16 ops carries float16's rounding
+    assert value_differs(t([1.0]), t([1.004])) is not None
+    assert value_differs(t([1.0]), t([1.004]), floor=torch.float16) is None
+    assert value_differs(t([1.0]), t([1.1]), floor=torch.float16) is not None
+    assert value_differs(t([3], torch.int64), t([4], torch.int64), floor=torch.bfloat16)
 
 
 def test_none_gradient_matches_zeros():

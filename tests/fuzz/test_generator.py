@@ -87,6 +87,16 @@ def test_a_draw_eager_refuses_is_drawn_again(monkeypatch):
     assert "RuntimeError" in gen.eager_runs(first_one_bad(3, 0), grad=False)
 
 
+def test_precision_is_the_lowest_the_program_computes_in():
+    p = Program(0, [InputSpec("a0", (2,), "float64")], [Stmt("v0 = a0 * 2", "v0")], ["v0"])
+    assert p.precision() == "float64"
+    p.stmts.append(Stmt("v1 = a0.to(torch.float16)", "v1"))
+    assert p.precision() == "float16"
+    p.inputs.append(InputSpec("a1", (2,), "bfloat16"))
+    assert p.precision() == "bfloat16"
+    assert "PRECISION = torch.bfloat16" in p.source()
+
+
 def test_program_text_round_trips_through_json():
     p = gen.generate(11).program
     assert Program.from_json(p.to_json()).source() == p.source()
