@@ -71,10 +71,10 @@ def draw_view(c: Ctx):
         start = c.rng.choice(("", "1", "-2", "2"))
         stop = c.rng.choice(("", "", "-1", "3"))
         step = c.rng.choice(("", "", ":2", ":3"))
-        lead = ":, " * (d % r) if c.chance(0.7) else "..., " + ":, " * (r - 1 - d % r)
-        if lead.startswith("..."):
-            return Draft(f"{n}[..., {start}:{stop}{step}{', :' * (r - 1 - d % r)}]", "slice")
-        return Draft(f"{n}[{lead}{start}:{stop}{step}]", "slice")
+        dd = d % r
+        if c.chance(0.7):
+            return Draft(f"{n}[{':, ' * dd}{start}:{stop}{step}]", "slice")
+        return Draft(f"{n}[..., {start}:{stop}{step}{', :' * (r - 1 - dd)}]", "slice")
     if kind == "select":
         if size == 0:
             return None

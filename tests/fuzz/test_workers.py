@@ -34,3 +34,21 @@ def test_the_worker_environment_runs_kernels_without_a_gpu():
     env = worker_env("cpu")
     assert env["TRITON_INTERPRET"] == "1" and env["SOLDER_CACHE"] == "0"
     assert worker_env("cuda").get("TRITON_INTERPRET") == os.environ.get("TRITON_INTERPRET")
+
+
+def test_a_written_script_runs_on_its_own(tmp_path):
+    import subprocess
+    import sys
+
+    from solder.fuzz.run import WRONG, Outcome
+    from solder.fuzz.script import script_text, write_script
+    program = generate(6, grad=True).program
+    out = Outcome(WRONG, "output 0: made up for the test")
+    path = write_script(str(tmp_path), "s.py", script_text(program, out, "cpu", True, "solder",
+                                                           "seed 6", "s.py"))
+    env = dict(worker_env("cpu"), PYTHONPATH=os.getcwd())
+    done = subprocess.run([sys.executable, path, "aot_eager"], capture_output=True, text=True,
+                          env=env, cwd=str(tmp_path), timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "match under aot_eager" in done.stdout and "--- output 0" in done.stdout
+    assert program.source() in open(path).read()
