@@ -81,6 +81,10 @@ def _as_strided_scatter(call: Call, base, src, size, stride, storage_offset=None
     # of its own, dense where the input has gaps)
     meta = call.node.args[0].meta["val"]
     meta_offset, layout = sym(meta.storage_offset()), sym_list(meta.stride())
+    if any(n != 1 and s == 0 for n, s in zip(meta.shape, meta.stride())):
+        # an input that certainly overlaps itself (expanded) is cloned by eager instead: a
+        # fresh contiguous tensor at offset 0
+        meta_offset, layout = sym(0), list(contiguous_strides(call.size))
     offset = (storage_offset if storage_offset is not None else meta_offset) - meta_offset
     if any(n == 0 for n in size):  # writes nothing
         return Virtual(call.size, call.dtype, call.device, base.load, stride=call.stride)

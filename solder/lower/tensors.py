@@ -145,6 +145,8 @@ def _position_to_index(pos, size, stride) -> list:
     # stride, modulo the next larger stride over its own. That ratio is the dim's size in a
     # dense layout; it is larger where eager's layout has gaps (a functional copy into a
     # sliced view keeps the view's strides: size (3, 3), strides (1, 4))
+    if any(n == 0 for n in size):   # no elements: no position to map back
+        return [sympy.Integer(0)] * len(size)
     order = [d for d in sorted(range(len(size)), key=lambda d: _stride_key(stride[d]),
                                 reverse=True) if not (size[d] == 1 or stride[d] == 0)]
     idx = [sympy.Integer(0)] * len(size)

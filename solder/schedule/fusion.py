@@ -79,8 +79,9 @@ class KernelBuilder:
 
     def try_add(self, buf: ComputedBuffer) -> Prepared:
         p = prepare(buf, self.k.xnumel, self.k.rnumel, self.ranges)
-        self._check_after_write(buf, p)
+        self._check_after_write(buf, p, p.value)
         value = self.resolve(p.value, depth=0)
+        self._check_after_write(buf, p, value)   # what it reads through recomputed members
         if p.level == "x" and p.reduction_type is None and _uses_rindex(value):
             raise NotFusible("a per-row value that needs the whole row")
         if p.reduction_type is not None and _uses_rref_r_level(value):
@@ -104,16 +105,20 @@ class KernelBuilder:
                 o.buffer.mutates == target for o in self.members.values())):
             raise NotFusible("a scatter needs every other write of its target done first")
 
-    def _check_after_write(self, buf, p):
+    def _check_after_write(self, buf, p, value):
         # a write in this kernel is seen only by the same element's later reads: other programs
-        # may still be writing (a scatter: anywhere), so other reads go to a later kernel
+        # may still be writing (a scatter: anywhere), so other reads go to a later kernel. A read
+        # of the target by its old name wants the value before the write (the write waits for
+        # every such reader): after the write in the same kernel it would see the new one
         for o in self.members.values():
             target = o.buffer.mutates
             if not target:
                 continue
             if o.buffer.scatter is not None and target in (buf.name, buf.mutates):
                 raise NotFusible("writes the target of a scatter in this kernel")
-            for ld in E.loads_of(p.value):
+            for ld in E.loads_of(value):
+                if ld.args[0] == target and buf.mutates != target:
+                    raise NotFusible("reads the old value of a buffer this kernel overwrote")
                 if ld.args[0] in (target, o.buffer.name) and (
                         o.buffer.scatter is not None or not equal(ld.args[1], o.store_index)):
                     raise NotFusible("reads a buffer another element of this kernel writes")
@@ -169,10 +174,11 @@ def schedule(graph, config: Config):
         for r in b.reads():
             readers.setdefault(r, set()).add(b.name)
     writers: dict[str, set] = {}
+    by_name = graph.by_name
     for b in nodes:
         target = getattr(b, "mutates", None)
         if target:
-            deps[b.name] |= {r for r in readers.get(target, ()) if r != b.name}
+            deps[b.name] |= _old_value_readers(b.name, target, readers, by_name) & set(order)
             # after the target exists and after earlier writes into it (a scatter's later readers
             # read the write's own name, so they wait for it through ``reads``)
             deps[b.name] |= ({target} & set(order)) | writers.get(target, set())
@@ -183,7 +189,6 @@ def schedule(graph, config: Config):
                 deps[b.name] |= {r for r in readers.get(target, ()) if r != b.name}
                 deps[b.name] |= writers.get(target, set())
     size_ranges = {}
-    by_name = graph.by_name
     done: set[str] = set()
     steps: list = []
     pending = list(nodes)
@@ -232,6 +237,29 @@ def schedule(graph, config: Config):
     if builder is not None:
         steps.append(builder)
     return _finish(steps, graph, config)
+
+
+def _old_value_readers(writer: str, target: str, readers: dict, by_name: dict) -> set:
+    """Every buffer that reads ``target`` before ``writer`` overwrites it: its direct readers,
+    and the readers of any pointwise one among them, transitively, since a pointwise buffer is
+    recomputed inside its readers' kernels (it reads the target there, not where it was
+    scheduled). Buffers that read the writer's result are not among them: they come after."""
+    after, stack = set(), [writer]
+    while stack:
+        for r in readers.get(stack.pop(), ()):
+            if r not in after:
+                after.add(r)
+                stack.append(r)
+    out, stack = set(), list(readers.get(target, ()))
+    while stack:
+        r = stack.pop()
+        if r == writer or r in out or r in after:
+            continue
+        out.add(r)
+        b = by_name.get(r)
+        if isinstance(b, ComputedBuffer) and not b.mutates and not isinstance(b.body, Reduction):
+            stack.extend(readers.get(r, ()))
+    return out
 
 
 def _hoist(builder, pending, deps, done, steps, by_name, size_ranges, kcount) -> bool:

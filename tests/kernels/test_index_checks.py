@@ -73,3 +73,29 @@ def test_a_scatter_pays_one_reduction_kernel_for_its_check():
     off = solder.explain(fn, *args, options=OFF)
     assert default.kernel_count == off.kernel_count + 1
     assert "index check" in default.graphs[0].wrapper
+
+
+def test_a_backward_trusts_the_indices_the_forward_checked():
+    # embedding's backward scatters into the weight's gradient through the forward's indices,
+    # which the forward's gather checked: no second check
+    w = torch.randn(10, 4, requires_grad=True)
+    report = solder.explain(lambda w, i: F.embedding(i, w).sum(), w, T([[1, 9], [0, 3]]))
+    forward = [g for g in report.graphs if g.kind == "forward"]
+    backward = [g for g in report.graphs if g.kind == "backward"]
+    assert "index check" in forward[0].wrapper
+    assert "index check" not in backward[0].wrapper
+
+
+@pytest.mark.parametrize("fn,checked", [
+    (lambda x, i: x[i.clamp(0, 4)], False),
+    (lambda x, i: x[i.abs() % 5], False),
+    (lambda x, i: x[torch.where(i > 2, i.clamp(max=4), 0).clamp(min=-5)], False),
+    (lambda x, i: x[i.clamp(0, 5)], True),        # 5 is out of range for a size-5 dim
+    (lambda x, i: x[i + 1], True),
+])
+def test_indices_in_range_by_construction_are_not_checked(fn, checked):
+    x, i = torch.randn(5), T([0, 3, 1, 2])
+    report = solder.explain(fn, x, i)
+    assert ("index check" in report.graphs[0].wrapper) == checked
+    torch.testing.assert_close(torch.compile(fn, backend="solder")(x, T([0, 3, 7, -2]).clamp(
+        -5, 3)), fn(x, T([0, 3, 7, -2]).clamp(-5, 3)))

@@ -125,7 +125,9 @@ def test_cross_entropy_backward_is_one_kernel():
     # with the softmax gradient into a single pass over the logits
     import solder
     x = torch.randn(8, 30, requires_grad=True)
-    report = solder.explain(lambda a, t: F.cross_entropy(a, t), x, torch.randint(0, 30, (8,)))
+    # (the index check of the scattered targets is a kernel of its own: test_index_checks.py)
+    report = solder.explain(lambda a, t: F.cross_entropy(a, t), x, torch.randint(0, 30, (8,)),
+                            options={"check_indices": False})
     backward = [g for g in report.graphs if g.kind == "backward"]
     assert len(backward) == 1 and len(backward[0].kernels) == 1, str(report)
     assert not report.fallbacks

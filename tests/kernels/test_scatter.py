@@ -14,13 +14,6 @@ from .helpers import assert_same, check, clone_args
 
 
 
-@pytest.fixture(autouse=True)
-def _without_index_checks(monkeypatch):
-    # the kernel counts below are each op's own; the index check (on by default) adds one
-    # reduction kernel to a scatter, counted in test_index_checks.py
-    monkeypatch.setenv("SOLDER_CHECK_INDICES", "0")
-
-
 def T(data, **kw):
     # on the tests' device explicitly: inside a compiled function Dynamo does not apply
     # torch.set_default_device to tensors built from python data
