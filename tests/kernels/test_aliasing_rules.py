@@ -107,3 +107,23 @@ def test_inputs_that_share_memory(fn, share):
         b = torch.arange(6.0)
         return (b, b) if share == "same" else (b, b[1:4])
     _compare(fn, make)
+
+
+def _view_read_after_in_place_pow(x):
+    v = x.reshape(-1)            # a view: sees the write
+    x.reshape(()).pow_(2)
+    return v.roll(1, 0).roll(1)  # reads x through recomputed values
+
+
+def _old_value_read_through_a_recomputed_value(x):
+    y = x * 3                    # recomputed where read
+    x.add_(1)
+    return y.roll(1, 0) + 1
+
+
+@pytest.mark.parametrize("fn,make", [
+    (_view_read_after_in_place_pow, lambda: (torch.tensor(5),)),
+    (_old_value_read_through_a_recomputed_value, lambda: (torch.arange(6.0),)),
+], ids=["view_after_pow_", "old_value_recomputed"])
+def test_a_write_comes_after_kernels_that_recompute_the_old_value(fn, make):
+    _compare(fn, make)

@@ -74,3 +74,11 @@ def test_slice_scatter_of_a_strided_input_feeds_a_backward():
         return torch.atan2(torch.slice_scatter(a, s, 1, 1, 3), a + 1)
     check(fn, torch.randn(8, 9, requires_grad=True), torch.randn(4, 2, requires_grad=True),
           grad=True)
+
+
+def test_as_strided_scatter_of_an_expanded_input_is_over_a_clone():
+    # eager clones an input that certainly overlaps itself (a zero stride) rather than keep
+    # its storage: the view's positions are the clone's
+    def fn(a):
+        return torch.as_strided_scatter(a.expand(6, 2), _full(3, a), (3,), (5,), 1)
+    check(fn, torch.tensor([1.0]))
