@@ -104,8 +104,9 @@ def _as_strided_scatter(call: Call, base, src, size, stride, storage_offset=None
 def _slice_scatter(call: Call, base, src, dim=0, start=None, end=None, step=1):
     dim = dim % base.ndim
     n = base.size[dim]
-    start = 0 if start is None else _norm_index(start, n)
+    start = 0 if start is None else _int_or(_norm_index(start, n))
     if isinstance(start, int) and isinstance(_int_or(n), int):
+        # (a start before the first element is the first, as in slicing: x[-7::3] of 4 rows)
         start = max(0, min(start, int(n)))
     region = slice_region(base.size, dim, start, end, step, src.size[dim])
     return ScatterVirtual(base, src, region, call.dtype, call.device, call.stride)

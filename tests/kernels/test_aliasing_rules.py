@@ -127,3 +127,24 @@ def _old_value_read_through_a_recomputed_value(x):
 ], ids=["view_after_pow_", "old_value_recomputed"])
 def test_a_write_comes_after_kernels_that_recompute_the_old_value(fn, make):
     _compare(fn, make)
+
+
+def test_an_input_written_after_the_forward_read_it_still_has_a_gradient():
+    # eager's where() saves only its condition, so writing x afterwards is fine; the compiled
+    # forward must not save x itself (AOTAutograd writes x after the forward, and autograd
+    # would refuse the backward)
+    def fn(x):
+        s = torch.softmax(x, 0)
+        y = torch.where(x > 0, x, s)
+        x.view_as(x)[...] = -1.5
+        return y
+    for shape in [(), (5,)]:
+        leaf = torch.randn(shape, requires_grad=True)
+        grads = []
+        for f in (fn, torch.compile(fn, backend="solder")):
+            leaf.grad = None
+            x = leaf.clone()
+            (f(x) * 3).sum().backward()
+            grads.append((leaf.grad.clone(), x.detach().clone()))
+            torch._dynamo.reset()
+        torch.testing.assert_close(grads[1], grads[0])

@@ -82,3 +82,14 @@ def test_as_strided_scatter_of_an_expanded_input_is_over_a_clone():
     def fn(a):
         return torch.as_strided_scatter(a.expand(6, 2), _full(3, a), (3,), (5,), 1)
     check(fn, torch.tensor([1.0]))
+
+
+@pytest.mark.parametrize("start,rows", [(-2, 1), (-7, 4), (-3, 4)])
+def test_a_slice_that_starts_before_the_first_row_and_its_gradient(start, rows):
+    # x[-7::3] of 4 rows starts at row 0, as does the slice_scatter of its gradient
+    def fn(a):
+        return a[start::3] * 2
+    check(fn, torch.randn(rows, 5, requires_grad=True), grad=True)
+    check(lambda g: torch.ops.aten.slice_scatter(torch.zeros(rows, 5, device=g.device), g, 0,
+                                                 start, 2 ** 63 - 1, 3),
+          torch.ones(len(range(rows)[start::3]), 5))
