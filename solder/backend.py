@@ -12,9 +12,36 @@ from . import config as config_mod
 from .pipeline import CompileContext
 
 
+# torch.compile's modes, and what Solder does with each
+MODES = {
+    "default": None,
+    "reduce-overhead": "Solder does not replay CUDA graphs yet: compiled as mode='default'",
+    "max-autotune": "Solder tunes its reduction kernels' launch configs in every mode and has no "
+                    "matmul templates yet: compiled as mode='default'",
+    "max-autotune-no-cudagraphs": "Solder tunes its reduction kernels' launch configs in every mode "
+                                  "and has no matmul templates yet: compiled as mode='default'",
+}
+_modes_noted: set = set()
+
+
+def check_mode(mode) -> None:
+    """An unknown ``mode=`` is an error; a known one that Solder does not honour yet is said
+    once per process in the log rather than ignored silently."""
+    if mode is None:
+        return
+    if mode not in MODES:
+        raise ValueError(f"torch.compile(backend='solder', mode={mode!r}): unknown mode; "
+                         f"Solder knows {sorted(MODES)}")
+    if MODES[mode] and mode not in _modes_noted:
+        _modes_noted.add(mode)
+        import logging
+        logging.getLogger("solder").warning("mode=%r: %s", mode, MODES[mode])
+
+
 def solder_backend(gm, example_inputs, options: Optional[dict] = None, _ctx=None, **kwargs):
     options = dict(options or {})
     options.update(kwargs.pop("options", {}) or {})
+    check_mode(kwargs.pop("mode", None))
     cfg = config_mod.resolve(options)
     ctx = _ctx or CompileContext(cfg)
     import time

@@ -121,14 +121,35 @@ def _coerce(cfg: Config, name: str, value: Any) -> Any:
     return value
 
 
+# SOLDER_* variables that are not settings: the conformance suite's own
+OTHER_VARIABLES = frozenset({"SOLDER_CONFORMANCE", "SOLDER_CONFORMANCE_BACKEND",
+                             "SOLDER_CONFORMANCE_SAMPLES", "SOLDER_CONFORMANCE_DTYPES"})
+_warned: set = set()
+
+
 def from_env(base: Optional[Config] = None) -> Config:
     cfg = base or Config()
     env = {}
-    for name in Config.field_names():
-        var = "SOLDER_" + name.upper()
-        if var in os.environ:
-            env[name] = os.environ[var]
+    known = {"SOLDER_" + name.upper(): name for name in Config.field_names()}
+    for var, value in os.environ.items():
+        if var in known:
+            env[known[var]] = value
+        elif var.startswith("SOLDER_") and var not in OTHER_VARIABLES:
+            _warn_unknown(var, known)
     return cfg.replace(**env) if env else cfg
+
+
+def _warn_unknown(var: str, known: dict) -> None:
+    """Once per process and name: a misspelt setting would otherwise be ignored silently."""
+    if var in _warned:
+        return
+    _warned.add(var)
+    import difflib
+    import logging
+    close = difflib.get_close_matches(var, list(known) + sorted(OTHER_VARIABLES), n=1)
+    hint = f"; did you mean {close[0]}?" if close else " (python -c 'import solder; " \
+        "print(solder.Config.field_names())' lists the settings)"
+    logging.getLogger("solder").warning("%s is not a Solder setting and is ignored%s", var, hint)
 
 
 def resolve(options: Optional[dict] = None) -> Config:

@@ -24,3 +24,33 @@ def test_codegen_key_tracks_codegen_fields_only():
     a, b = Config(), Config().replace(debug_dir="/tmp/x")
     assert a.codegen_key() == b.codegen_key()
     assert a.codegen_key() != Config().replace(fuse=False).codegen_key()
+
+
+def test_a_misspelt_variable_is_named_with_the_closest_setting(monkeypatch, caplog):
+    import logging
+    from solder import config as config_mod
+    monkeypatch.setenv("SOLDER_CHEK_INDICES", "0")
+    monkeypatch.setattr(config_mod, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="solder"):
+        cfg = config_mod.resolve()
+        config_mod.resolve()
+    said = [r.getMessage() for r in caplog.records if "SOLDER_CHEK_INDICES" in r.getMessage()]
+    assert len(said) == 1 and "SOLDER_CHECK_INDICES" in said[0]
+    assert cfg.check_indices is True   # the misspelt one changed nothing
+
+
+def test_modes_unknown_is_an_error_and_unhonoured_ones_are_said_once(monkeypatch, caplog):
+    import logging
+    import importlib
+    import pytest
+    backend = importlib.import_module("solder.backend")   # (solder.backend is the function)
+    with pytest.raises(ValueError, match="unknown mode.*reduce-overhead"):
+        backend.check_mode("nonsense")
+    monkeypatch.setattr(backend, "_modes_noted", set())
+    with caplog.at_level(logging.WARNING, logger="solder"):
+        backend.check_mode("reduce-overhead")
+        backend.check_mode("reduce-overhead")
+        backend.check_mode("default")
+        backend.check_mode(None)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "reduce-overhead" in said[0] and "CUDA graphs" in said[0]
