@@ -115,8 +115,11 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
             ref = None
         fixed = None
         if cfg.grad and "as_strided_scatter" in source:
-            with correct_as_strided_scatter():
-                fixed = run(*args, grad=cfg.grad)
+            try:
+                with correct_as_strided_scatter():
+                    fixed = run(*args, grad=cfg.grad)
+            except Exception:  # noqa: BLE001 - then only eager's gradient is accepted
+                fixed = None
         torch._dynamo.reset()
         try:
             comp = run(*args, backend=cfg.backend, grad=cfg.grad)
