@@ -151,20 +151,31 @@ def _position_to_index(pos, size, stride) -> list:
                                 reverse=True) if not (size[d] == 1 or stride[d] == 0)]
     idx = [sympy.Integer(0)] * len(size)
     outer = None
-    for d in order:
+    for k, d in enumerate(order):
         q = FloorDiv(pos, stride[d])
         if outer is None:
             idx[d] = q
         else:
             span = sympy.simplify(outer / stride[d])
-            if not (span.is_integer and sympy.simplify(span - size[d]).is_nonnegative
-                    is not False):
+            if span.is_integer and sympy.simplify(span - size[d]).is_nonnegative is not False:
+                idx[d] = ModIndex(q, span)
+            elif _clears(stride[d], [(size[e], stride[e]) for e in order[k + 1:]]) and \
+                    _clears(outer, [(size[e], stride[e]) for e in order[k:]]):
+                # strides that do not divide each other (rows 10 apart, every third column)
+                # but each clears the span of the smaller ones: the remainder, divided
+                idx[d] = FloorDiv(ModIndex(pos, outer), stride[d])
+            else:
                 raise NotImplementedError(
-                    f"a value with strides {list(stride)} for sizes {list(size)} is not a "
-                    f"nested layout: its views cannot be read through index arithmetic")
-            idx[d] = ModIndex(q, span)
+                    f"a value with strides {list(stride)} for sizes {list(size)} overlaps "
+                    f"itself: its views cannot be read through index arithmetic")
         outer = stride[d]
     return idx
+
+
+def _clears(s, smaller) -> bool:
+    """Whether stride ``s`` exceeds the largest offset that the smaller dims reach."""
+    reach = sum(((n - 1) * t for n, t in smaller), sympy.Integer(0))
+    return bool(sympy.simplify(s - reach - 1).is_nonnegative)
 
 
 def _stride_key(s):

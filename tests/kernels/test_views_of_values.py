@@ -64,3 +64,13 @@ def test_in_place_write_through_an_offset_view_of_a_view_input():
     for o, r in zip(out, ref):
         assert torch.equal(o, r)
     assert torch.equal(base, ref_base)
+
+
+def _copy_into_rows_with_a_step(b):
+    p = b[:, ::3]                       # strides (10, 3): neither divides the other
+    c1 = aten.copy(p, torch.arange(8.0, device=b.device).view(2, 4))
+    return c1.t() * 1, c1[:, 1:3] + 0, c1.reshape(-1) * 2
+
+
+def test_views_of_a_copy_into_a_view_whose_strides_do_not_nest():
+    check(_copy_into_rows_with_a_step, torch.zeros(2, 10))
