@@ -79,11 +79,35 @@ def _storage_of(t):
     return s.data_ptr() if s.nbytes() else None
 
 
-def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False):
+def jitter_of(dtype):
+    """The relative perturbation of the inputs for eager's sensitivity: two units of the
+    program's lowest floating precision."""
+    return 2 * torch.finfo(dtype).eps
+
+
+def _jitter(ins, bases, rel):
+    """Every floating input scaled elementwise by 1 + rel * u, u uniform in [-1, 1] from a
+    fixed generator (a view input through its base)."""
+    g = torch.Generator().manual_seed(20261206)
+    seen = set()
+    with torch.no_grad():
+        for t in [b for _, b in bases] + list(ins):
+            ptr = t.untyped_storage().data_ptr()
+            if not t.is_floating_point() or not t.numel() or ptr in seen:
+                continue
+            seen.add(ptr)
+            u = torch.rand(t.shape, generator=g, dtype=torch.float64) * 2 - 1
+            t.copy_(t.double() * (1 + rel * u.to(t.device)))
+
+
+def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False, jitter=0.0):
     """Call fn once on fresh inputs (eager when backend is None) and return [Observed].
     laws: {output position: law} for the outputs of random ops (compared by law, left out of
-    the gradient's loss)."""
+    the gradient's loss); jitter: inputs perturbed by this relative amount (eager's own
+    sensitivity, for the comparison)."""
     ins, bases, leaves = make_inputs(up, grad)
+    if jitter:
+        _jitter(ins, bases, jitter)
     names = [f"a{i}" for i in range(len(ins))]
     if backend is not None:
         fn = torch.compile(fn, backend=backend)

@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 
 from .compare import verdict
-from .execute import correct_as_strided_scatter, run
+from .execute import correct_as_strided_scatter, jitter_of, run
 from .generate import generate, namespace
 from .program import Program
 
@@ -113,6 +113,10 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
             ref = run(*args, up=True, grad=cfg.grad)
         except Exception:  # noqa: BLE001 - no reference: eager's rounding is not excused
             ref = None
+        try:
+            jittered = run(*args, grad=cfg.grad, jitter=jitter_of(floor))
+        except Exception:  # noqa: BLE001 - then eager's sensitivity excuses nothing
+            jittered = None
         fixed = None
         if cfg.grad and "as_strided_scatter" in source:
             try:
@@ -132,18 +136,18 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
             return Outcome(ERROR, tb, error=text)
         finally:
             torch._dynamo.reset()
-    diffs = verdict(eager, comp, ref, fixed, floor)
+    diffs = verdict(eager, comp, ref, fixed, floor, jittered)
     if not diffs:
         return Outcome(PASS)
     label, category, why = diffs[0]
     detail = f"{label}: {why}"
-    shared = _control_wrong(args, cfg, diffs, eager, ref, fixed, floor)
+    shared = _control_wrong(args, cfg, diffs, eager, ref, fixed, floor, jittered)
     if shared:
         return Outcome(CONTROL_WRONG, detail, diffs=[list(d) for d in diffs], control=shared)
     return Outcome(WRONG, detail, diffs=[list(d) for d in diffs])
 
 
-def _control_wrong(args, cfg: RunConfig, diffs, eager, ref, fixed, floor) -> str:
+def _control_wrong(args, cfg: RunConfig, diffs, eager, ref, fixed, floor, jittered) -> str:
     """The control backend's first difference when it differs from eager in the same value
     the same way (then the fault is in what both share: Dynamo, AOTAutograd), else ""."""
     if not cfg.control or cfg.control == cfg.backend:
@@ -158,7 +162,7 @@ def _control_wrong(args, cfg: RunConfig, diffs, eager, ref, fixed, floor) -> str
     finally:
         torch._dynamo.reset()
     theirs = {(label, category): why for label, category, why in
-              verdict(eager, control, ref, fixed, floor)}
+              verdict(eager, control, ref, fixed, floor, jittered)}
     for label, category, _ in diffs:
         if (label, category) in theirs:
             return f"{cfg.control}: {label}: {theirs[(label, category)]}"

@@ -32,6 +32,10 @@ def main(backend):
         ref = run(*args, up=True, grad=GRAD)
     except Exception:
         ref = None
+    try:
+        jittered = run(*args, grad=GRAD, jitter=jitter_of(PRECISION))
+    except Exception:
+        jittered = None
     fixed = None
     if GRAD and USES_AS_STRIDED_SCATTER:
         with correct_as_strided_scatter():
@@ -45,7 +49,7 @@ def main(backend):
     torch.set_printoptions(precision=6)
     for e, c in zip(eager, comp):
         print(f"--- {{e.label}}\\neager:    {{e.tensor}}\\ncompiled: {{c.tensor}}")
-    bad = verdict(eager, comp, ref, fixed, PRECISION)
+    bad = verdict(eager, comp, ref, fixed, PRECISION, jittered)
     for label, category, why in bad:
         print(f"DIFFERS {{label}} ({{category}}): {{why}}")
     print(f"WRONG under {{backend}}" if bad else f"match under {{backend}}")
