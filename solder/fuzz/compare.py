@@ -12,9 +12,10 @@
 # - a float64 reference run (the same program on its inputs widened to float64) excuses eager's
 #   own rounding: a compiled float no more than 3 times as far from it as eager's (plus the
 #   tolerance) is not wrong (two valid evaluation orders round by about as much, and "no
-#   farther than eager" would fail half of the values where rounding dominates), nor an integer or bool equal to it (a comparison or a floor that eager's low
-#   precision tipped). Where eager gave inf or NaN and the reference a number, the compiled
-#   value must be within |reference| + 1 of it;
+#   farther than eager" would fail half of the values where rounding dominates), nor an
+#   integer or bool equal to it (a comparison or a floor that eager's low precision tipped).
+#   Where eager gave inf or NaN and the reference a number, the compiled value must be within
+#   |reference| + 1 of it;
 # - dtypes and shapes exactly; the strides of an output that is a view of an input or that is
 #   dense (no gaps, no overlap: eager's layout of a new tensor, which Solder keeps), except
 #   along dims of size 1 and for outputs of fewer than two elements (not observable); an
