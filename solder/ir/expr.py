@@ -156,6 +156,10 @@ def const(value, dtype: torch.dtype) -> Value:
         value = bool(value)
     elif dtype.is_floating_point:
         value = float(value)
+        if dtype in (torch.float16, torch.bfloat16, torch.float32) and math.isfinite(value):
+            # the value a tensor of this dtype holds (full((n,), 1e-3, dtype=bfloat16) is
+            # 0.000999...): registers hold half types as float32, where 1e-3 would stay 1e-3
+            value = float(torch.tensor(value, dtype=dtype))
     elif not dtype.is_complex:
         value = int(value)
     return Value("const", (value,), dtype)

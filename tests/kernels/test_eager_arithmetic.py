@@ -124,3 +124,12 @@ def test_scatter_of_a_computed_constant():
     def fn(x, i):
         return x.scatter_add(0, i, torch.full(i.shape, 0.5, device=x.device) * -2.0)
     check(fn, torch.zeros(4), torch.tensor([0, 0, 3, 1, 0]))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_constant_holds_its_rounded_value(dtype):
+    # full(..., 1e-3, dtype=bfloat16) holds 0.000999..., also where float32 registers read it
+    def fn(x):
+        c = torch.full((3,), 1e-3, dtype=dtype, device=x.device)
+        return c.float() * 1000 + x, c == x.to(dtype)
+    check(fn, torch.tensor([0.0, 1e-3, 2.0]))
