@@ -35,7 +35,7 @@ EXTRA = [
     aten.leaky_relu, aten.leaky_relu_backward, aten.elu, aten.elu_backward, aten.softplus,
     aten.softplus_backward, aten.log_sigmoid_forward, aten.log_sigmoid_backward,
     # pointwise, reductions, gathers and copies of views in PyTorch's registered tables
-    aten.linalg_vector_norm, aten.hardtanh, aten.repeat, aten.dist, aten.addmv,
+    aten.linalg_vector_norm, aten.hardtanh, aten.dist, aten.addmv,
     aten.ldexp.Tensor, aten.as_strided_copy, aten.narrow_copy, aten.permute_copy,
     aten.view_copy, aten.unbind_copy.int, aten._adaptive_avg_pool2d,
     aten._batch_norm_with_update_functional,
@@ -190,8 +190,25 @@ def _index_add(x, dim, index, source, *, alpha=1):
     return aten.index_put(x, [None] * dim + [index.reshape(-1)], source, True).contiguous()
 
 
+def _repeat(self, repeats):
+    """Each dim tiled ``r`` times: a view with a size-``r`` axis before each dim, expanded and
+    copied contiguously, then merged. Eager's result is contiguous; PyTorch's decomposition
+    copies the expanded axes in another order and permutes them, which leaves a transposed
+    layout where eager's is contiguous (``x.repeat(1, 1, 2)`` of a (2, 1) tensor)."""
+    reps = list(repeats)
+    lead = len(reps) - self.dim()
+    x = self.reshape([1] * lead + list(self.shape))
+    interleaved, tiled, out = [], [], []
+    for r, n in zip(reps, x.shape):
+        interleaved += [1, n]
+        tiled += [r, n]
+        out.append(r * n)
+    return x.reshape(interleaved).expand(tiled).clone(
+        memory_format=torch.contiguous_format).reshape(out)
+
+
 # Solder's own decompositions: ops PyTorch's tables leave whole
-OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul,
+OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.default: _repeat,
        aten.index_add.default: _index_add, aten.index_reduce.default: _index_reduce,
        aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool_backward(2),
        aten.adaptive_max_pool3d_backward.default: _adaptive_max_pool_backward(3),

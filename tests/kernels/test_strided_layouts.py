@@ -93,3 +93,11 @@ def test_a_slice_that_starts_before_the_first_row_and_its_gradient(start, rows):
     check(lambda g: torch.ops.aten.slice_scatter(torch.zeros(rows, 5, device=g.device), g, 0,
                                                  start, 2 ** 63 - 1, 3),
           torch.ones(len(range(rows)[start::3]), 5))
+
+
+@pytest.mark.parametrize("shape,reps", [((2, 1), (1, 1, 2)), ((2, 3), (2, 2)), ((3,), (2, 1, 3))])
+def test_repeat_is_contiguous_as_in_eager(shape, reps):
+    x = torch.randn(shape, requires_grad=True)
+    check(lambda t: t.repeat(*reps), x, grad=True)
+    out = torch.compile(lambda t: t.repeat(*reps), backend="solder")(x.detach())
+    assert out.is_contiguous() and out.stride() == x.detach().repeat(*reps).stride()
