@@ -36,18 +36,12 @@ AOT_AUTOGRAD_WRONG = {
     "write into a 0-d float64 input lost": r"^input a\d after the call: .*\(torch.float64, shape \(\)\)",
 }
 
-# the forward seeds Solder fails on (at 6c595fe; the gradient seeds all pass there)
-OPEN_BUGS = ("Solder's open bugs that these seeds hit (issue 37): forward seed 80, a lowering "
-             "error 'not a nested layout' (a bfloat16 input sliced with a step, written through "
-             "a boolean mask of its unsqueezed view, then read by batch_norm); forward seed 91, "
-             "an output's strides not eager's (a product with an as_strided_scatter of an "
-             "expanded value)")
-# what larger budgets find besides (issue 37)
-OPEN_CLASSES = ("Solder's open bugs (issue 37): output strides not eager's (batch_norm of a "
-                "permuted input, repeat, index_fill, broadcasting against a permuted input), "
-                "'not a nested layout' lowering errors on views of strided or empty inputs, "
-                "batch_norm/group_norm of channels without variance (rounding amplified by "
-                "1/sqrt(eps): a float16 NaN, gradients off)")
+# The CI seeds all pass at 202781f (forward seeds 80 and 91, gradient seeds 30, 133, 142 and
+# 143 failed before the fixes of cf9b5c6 to 202781f). What larger budgets still find:
+OPEN_CLASSES = ("Solder's open bugs (issue 37): dense outputs' strides not eager's (batch_norm "
+                "of a permuted input, rot90, an add broadcasting against a permuted input); "
+                "batch_norm over a channel whose values are all equal is not exact (rounding "
+                "amplified by 1/sqrt(eps): a float16 NaN, a bfloat16 gradient off)")
 
 
 def fuzz(tmp_path, *args):
@@ -84,7 +78,6 @@ def test_aot_eager_finds_nothing(tmp_path):
     _check_control(grad)
 
 
-@pytest.mark.xfail(strict=False, reason=OPEN_BUGS)
 def test_solder_forward(tmp_path):
     code, report = fuzz(tmp_path, "--seeds", FORWARD_SEEDS, "--device", "cpu")
     assert code == 0, _failures(report)
