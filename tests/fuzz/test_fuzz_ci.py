@@ -41,7 +41,8 @@ AOT_AUTOGRAD_WRONG = {
 OPEN_CLASSES = ("Solder's open bugs (issue 37): dense outputs' strides not eager's (batch_norm "
                 "of a permuted input, rot90, an add broadcasting against a permuted input); "
                 "batch_norm over a channel whose values are all equal is not exact (rounding "
-                "amplified by 1/sqrt(eps): a float16 NaN, a bfloat16 gradient off)")
+                "amplified by 1/sqrt(eps): a float16 NaN, a bfloat16 gradient off); a write "
+                "through a dtype view of an input runs before an earlier read through it")
 
 
 def fuzz(tmp_path, *args):
