@@ -138,6 +138,9 @@ class ExternBuffer(Buffer):
     tuple_of: Optional[str] = None
     item: Optional[int] = None
     layout_is_exact: bool = True
+    # the buffer whose memory the result shares (an ATen view op run as a fallback, such as
+    # view(dtype)): reading the result is reading that buffer, for the ordering of writes
+    aliases: Optional[str] = None
 
     def reads(self) -> set[str]:
         out = set()

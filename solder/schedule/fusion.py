@@ -175,10 +175,15 @@ def schedule(graph, config: Config):
             readers.setdefault(r, set()).add(b.name)
     writers: dict[str, set] = {}
     by_name = graph.by_name
+    views: dict[str, list] = {}   # buffer -> the ATen views of it
+    for b in nodes:
+        if getattr(b, "aliases", None):
+            views.setdefault(b.aliases, []).append(b.name)
     for b in nodes:
         target = getattr(b, "mutates", None)
         if target:
-            deps[b.name] |= _old_value_readers(b.name, target, readers, by_name) & set(order)
+            deps[b.name] |= _old_value_readers(b.name, target, readers, by_name, views) & \
+                set(order)
             # after the target exists and after earlier writes into it (a scatter's later readers
             # read the write's own name, so they wait for it through ``reads``)
             deps[b.name] |= ({target} & set(order)) | writers.get(target, set())
@@ -239,7 +244,8 @@ def schedule(graph, config: Config):
     return _finish(steps, graph, config)
 
 
-def _old_value_readers(writer: str, target: str, readers: dict, by_name: dict) -> set:
+def _old_value_readers(writer: str, target: str, readers: dict, by_name: dict,
+                       views: dict) -> set:
     """Every buffer that reads ``target`` before ``writer`` overwrites it: its direct readers,
     and the readers of any pointwise one among them, transitively, since a pointwise buffer is
     recomputed inside its readers' kernels (it reads the target there, not where it was
@@ -250,7 +256,14 @@ def _old_value_readers(writer: str, target: str, readers: dict, by_name: dict) -
             if r not in after:
                 after.add(r)
                 stack.append(r)
-    out, stack = set(), list(readers.get(target, ()))
+    # readers of the target's memory under another name (a view run in ATen) read it too
+    names, pending = {target}, [target]
+    while pending:
+        for alias in views.get(pending.pop(), ()):
+            if alias not in names:
+                names.add(alias)
+                pending.append(alias)
+    out, stack = set(), [r for n in names for r in readers.get(n, ())]
     while stack:
         r = stack.pop()
         if r == writer or r in out or r in after:

@@ -148,3 +148,17 @@ def test_an_input_written_after_the_forward_read_it_still_has_a_gradient():
             grads.append((leaf.grad.clone(), x.detach().clone()))
             torch._dynamo.reset()
         torch.testing.assert_close(grads[1], grads[0])
+
+
+def _read_through_a_dtype_view_then_write_it(x):
+    bits = x.view(torch.int32)          # a view ATen runs: another name for x's memory
+    kept = bits.clamp(-3, 3)
+    bits.neg_()
+    masked = kept.masked_fill(kept > 0, 5)
+    return torch.take_along_dim(masked, torch.tensor([0, 1, 0, 1], device=x.device).view(
+        1, 2, 2, 1), 1)
+
+
+def test_a_write_waits_for_reads_through_a_view_run_in_aten():
+    _compare(_read_through_a_dtype_view_then_write_it,
+             lambda: (torch.tensor([[[[-3.737911]]]]),))
