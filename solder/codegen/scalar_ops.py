@@ -266,7 +266,9 @@ SCALAR_OPS = {
     "bessel_j1": _sf("_sf_j1", "j1", nan_at_inf=True),
     "bessel_y0": _sf("_sf_y0", "y0", nan_at_inf=True),
     "bessel_y1": _sf("_sf_y1", "y1", nan_at_inf=True),
-    "hypot": _ld("hypot", lambda x, y: f"tl.sqrt({x} * {x} + {y} * {y})"),
+    # C's hypot: an infinite side gives inf even against NaN (the formula would give NaN)
+    "hypot": _ld("hypot", lambda x, y: f"tl.where((tl.abs({x}) == float('inf')) | "
+                 f"(tl.abs({y}) == float('inf')), float('inf'), tl.sqrt({x} * {x} + {y} * {y}))"),
     "copysign": _ld("copysign", lambda x, y: f"tl.where(({y} < 0) | ((1.0 / {y}) < 0), -tl.abs({x}), tl.abs({x}))"),
     "nextafter": _nextafter,
     # rounding

@@ -63,7 +63,8 @@ def correct_as_strided_scatter():
 
 class Observed:
     """One observable value after a call: a tensor (or None: an unused input's gradient)."""
-    __slots__ = ("label", "tensor", "requires_grad", "strides", "offset", "alias", "law")
+    __slots__ = ("label", "tensor", "requires_grad", "strides", "offset", "alias", "law",
+                 "meta_strides")
 
     def __init__(self, label, t, alias=None, law=None):
         self.label = label
@@ -72,6 +73,7 @@ class Observed:
         self.strides = None if t is None else tuple(t.stride())
         self.offset = None if t is None else t.storage_offset()
         self.alias, self.law = alias, law
+        self.meta_strides = None    # what PyTorch's meta functions predict (see meta_strides)
 
 
 def _storage_of(t):
@@ -133,3 +135,27 @@ def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False, jit
             grads = torch.autograd.grad(sum(terms), [b for _, b in leaves], allow_unused=True)
             res += [Observed(f"gradient of {n}", g) for (n, _), g in zip(leaves, grads)]
     return res
+
+
+def attach_meta_strides(observed, fn, make_inputs, rng_seed):
+    """Each output's strides as PyTorch's meta functions predict them (fn run on fake tensors),
+    onto eager's observed outputs. torch.compile traces with these functions and a backward
+    graph is traced against their strides; for some ops they differ from what eager's kernels
+    return (batch_norm of a permuted input, a sum of a contiguous and a permuted tensor), and a
+    compiled output with the predicted strides is not wrong. Left unset where fn cannot run on
+    fake tensors (data-dependent shapes)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    try:
+        ins, _, _ = make_inputs(False, False)
+        with FakeTensorMode() as mode:
+            fakes = [mode.from_tensor(t) for t in ins]
+            torch.manual_seed(rng_seed)
+            outs = tuple(fn(*fakes))
+        strides = [tuple(t.stride()) if isinstance(t, torch.Tensor) else None for t in outs]
+    except Exception:  # noqa: BLE001 - then eager's strides are the only ones accepted
+        return
+    for o in observed:
+        if o.label.startswith("output "):
+            k = int(o.label.split(" ")[1])
+            if k < len(strides):
+                o.meta_strides = strides[k]

@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 
 from .compare import verdict
-from .execute import correct_as_strided_scatter, jitter_of, run
+from .execute import attach_meta_strides, correct_as_strided_scatter, jitter_of, run
 from .generate import generate, namespace
 from .program import Program
 
@@ -109,6 +109,7 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
             eager = run(*args, grad=cfg.grad)
         except Exception as err:  # noqa: BLE001 - eager on this device refuses it
             return Outcome(EAGER_REJECTED, _error_text(err), rejected=1)
+        attach_meta_strides(eager, *args[:2], args[3])
         try:
             ref = run(*args, up=True, grad=cfg.grad)
         except Exception:  # noqa: BLE001 - no reference: eager's rounding is not excused

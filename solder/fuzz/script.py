@@ -28,6 +28,7 @@ def main(backend):
         pass
     args = (fn, make_inputs, LAWS, RNG_SEED)
     eager = run(*args, grad=GRAD)
+    attach_meta_strides(eager, fn, make_inputs, RNG_SEED)
     try:
         ref = run(*args, up=True, grad=GRAD)
     except Exception:

@@ -1,6 +1,7 @@
 """The comparator: tolerances, NaN, the float64 reference, layouts, laws, eager's own bugs."""
 import math
 
+import pytest
 import torch
 
 from solder.fuzz.compare import law_differs, value_differs, verdict
@@ -166,3 +167,27 @@ def test_eager_as_strided_scatter_gradient_is_wrong_and_the_right_one_is_accepte
     if not torch.equal(eager, right):   # eager's bug, as torch 2.11 to 2.13 have it
         assert torch.equal(eager, torch.tensor([1.0, 0.0, 3.0, 0.0]))
         assert verdict(e, [_obs(label, right)])
+
+
+def test_strides_the_meta_functions_promise_are_accepted():
+    # batch_norm of a permuted input: eager's kernel returns (2, 1), the meta functions that
+    # torch.compile traces with promise (1, 2); a compiled output with either is right, a
+    # view input's output with other strides is not
+    import torch.nn.functional as F
+    from solder.fuzz.compare import verdict
+    from solder.fuzz.execute import Observed, attach_meta_strides
+
+    def fn(a):
+        return (F.batch_norm(a, None, None, training=True),)
+
+    def make_inputs(up=False, grad=False):
+        return [torch.randn(2, 2).t()], [], []
+    eager = [Observed("output 0", fn(make_inputs()[0][0])[0])]
+    attach_meta_strides(eager, fn, make_inputs, 0)
+    meta = eager[0].meta_strides
+    if meta == eager[0].strides:
+        pytest.skip("this torch's meta function agrees with its kernel")
+    as_meta = torch.empty_strided((2, 2), meta).copy_(eager[0].tensor)
+    assert verdict(eager, [Observed("output 0", as_meta)]) == []
+    eager[0].meta_strides = None      # without the prediction, the same output differs
+    assert verdict(eager, [Observed("output 0", as_meta)])[0][1] == "stride"

@@ -133,3 +133,10 @@ def test_a_half_precision_constant_holds_its_rounded_value(dtype):
         c = torch.full((3,), 1e-3, dtype=dtype, device=x.device)
         return c.float() * 1000 + x, c == x.to(dtype)
     check(fn, torch.tensor([0.0, 1e-3, 2.0]))
+
+
+def test_hypot_of_an_infinite_side_is_infinite_even_against_nan():
+    a = torch.tensor([float("inf"), float("nan"), -float("inf"), 3.0])
+    b = torch.tensor([float("nan"), -float("inf"), 1.0, 4.0])
+    out = torch.compile(torch.hypot, backend="solder")(a, b)
+    assert out.tolist() == [float("inf")] * 3 + [5.0]
