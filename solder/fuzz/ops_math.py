@@ -239,6 +239,9 @@ def draw_norm_layer(c: Ctx):
     w = c.operand((ch,), x) if aff else "None"
     b = c.operand((ch,), x) if aff else "None"
     if kind == "batch_norm":
+        # eager's CPU backward of batch_norm reads an expanded (zero-stride) weight wrongly
+        # (the input's gradient of a (4, 3) input off by 1.5): its affine operands are dense
+        w, b = (f"{t}.contiguous()" if ".expand" in t else t for t in (w, b))
         return Draft(f"F.batch_norm({x.name}, None, None, {w}, {b}, training=True)", kind)
     groups = [g for g in (1, 2, 3) if ch and ch % g == 0]
     if not groups:
