@@ -91,12 +91,12 @@ class GraphLowering:
         self.by_name[buf.name] = buf
         return buf
 
-    def compute(self, size, dtype, device, fn, stride=None, origins=None) -> Stored:
+    def compute(self, size, dtype, device, fn, stride=None, origins=None, source=None) -> Stored:
         """A new buffer computed by generated code, elementwise."""
         stride = _dense_or_contiguous(size, stride)
         layout = Layout(tuple(size), tuple(stride), sympy.Integer(0), dtype, device)
         buf = ComputedBuffer(self.new_name(), layout, origins=list(origins or []),
-                             body=Pointwise(list(size), fn))
+                             source=list(source or []), body=Pointwise(list(size), fn))
         self.add_buffer(buf)
         return Stored(buf.name, layout)
 
@@ -107,7 +107,8 @@ class GraphLowering:
         if cached is not None:
             return cached
         if isinstance(t, Virtual):
-            out = self.compute(t.size, t.dtype, t.device, t.load, stride or t.stride, t.origins)
+            out = self.compute(t.size, t.dtype, t.device, t.load, stride or t.stride,
+                               *self.provenance(t))
         elif isinstance(t, VirtualView):
             base = t.base
             b = None
@@ -122,11 +123,22 @@ class GraphLowering:
                 out = b.view(t.size, t.stride, t.offset)
             else:
                 out = self.compute(t.size, t.dtype, t.device, t.load, stride or t.stride,
-                                   base.origins)
+                                   *self.provenance(base))
         else:
             raise TypeError(t)
         self._realized[id(t)] = out
         return out
+
+    def provenance(self, t: TensorValue) -> tuple[list, list]:
+        """(ATen ops, user lines) that computed ``t``: a value realized after its own op's
+        lowering (by a later op, or as an output) is named after what computed it, not after
+        the op being lowered then."""
+        if isinstance(t, VirtualView):
+            t = t.base
+        if isinstance(t, Stored):
+            buf = self.by_name.get(t.buffer)
+            return (list(buf.origins), list(buf.source)) if buf is not None else ([], [])
+        return list(getattr(t, "origins", [])), list(getattr(t, "source", []))
 
     def realize_dense(self, t: TensorValue) -> Stored:
         """In memory with a non-overlapping layout (for library calls that write or need it)."""
@@ -272,18 +284,20 @@ class GraphLowering:
         return out
 
     def _tag(self, out, node, args):
-        """Record which ATen ops a value fuses (for kernel comments and explain)."""
+        """Record which ATen ops and user lines a value fuses (for kernel comments and
+        explain): its own, then those of the values it inlines."""
         if isinstance(out, (list, tuple)):   # an op with several results
             for o in out:
                 self._tag(o, node, args)
             return
         if isinstance(out, Virtual):
-            origins = [op_name(node.target)]
+            origins, source = [op_name(node.target)], list(self.current_source)
             for a in _flat(args):
                 base = a.base if isinstance(a, VirtualView) else a
                 if isinstance(base, Virtual):
                     origins.extend(o for o in base.origins if o not in origins)
-            out.origins = origins
+                    source.extend(s for s in base.source if s not in source)
+            out.origins, out.source = origins, source
 
     def _as_view(self, node, args) -> Optional[Any]:
         """A view op (its schema says the result aliases its first argument) lowers to a layout
@@ -315,7 +329,7 @@ class GraphLowering:
             # the base is in memory in another layout than eager's (a padded matmul's rows,
             # say): eager's view strides address eager's layout, so go through the values
             values = Virtual(base.size, base.dtype, base.device, base.load,
-                             stride=sym_list(base_meta.stride()))
+                             sym_list(base_meta.stride()), *self.provenance(base))
             return VirtualView(values, size, stride,
                                offset - sym(base_meta.storage_offset()))
         if isinstance(base, Stored):
@@ -392,6 +406,9 @@ class GraphLowering:
 
     # -- outputs --------------------------------------------------------------------------
     def _output(self, node):
+        # what is stored here is named after the ops that computed it (``provenance``), never
+        # after the graph's last op
+        self.current_origins, self.current_source = [], []
         (results,) = node.args
         metas = [r.meta.get("val") if isinstance(r, fx.Node) else r for r in results]
         for r, meta in zip(results, metas):
@@ -426,9 +443,9 @@ class GraphLowering:
                 # kept, with the gaps unwritten, since a backward graph reads it through them
                 layout = Layout(tuple(v.size), tuple(meta_stride), sympy.Integer(0), v.dtype,
                                 v.device)
-                buf = ComputedBuffer(self.new_name(), layout, origins=list(
-                    getattr(v, "origins", None) or getattr(v.base, "origins", [])),
-                    body=Pointwise(list(v.size), v.load))
+                origins, source = self.provenance(v)
+                buf = ComputedBuffer(self.new_name(), layout, origins=origins, source=source,
+                                     body=Pointwise(list(v.size), v.load))
                 self.add_buffer(buf)
                 out = self._realized[id(v)] = Stored(buf.name, layout)
                 return out
@@ -437,7 +454,8 @@ class GraphLowering:
         if (tuple(v.layout.stride) != meta_stride and _dense_or_contiguous(v.size, meta_stride)
                 == meta_stride and not self._aliases_input(v)):
             # produced in another layout (a padded matmul, say): hand back eager's
-            return self.compute(v.size, v.dtype, v.device, v.load, meta_stride)
+            return self.compute(v.size, v.dtype, v.device, v.load, meta_stride,
+                                *self.provenance(v))
         return v
 
     def _aliases_input(self, v: Stored) -> bool:
@@ -454,7 +472,7 @@ def _with_meta_strides(out, val):
         stride = sym_list(val.stride())
         if list(out.stride) != list(stride):
             return Virtual(out.size, out.dtype, out.device, out.fn, stride=stride,
-                           origins=out.origins)
+                           origins=out.origins, source=out.source)
     return out
 
 

@@ -96,15 +96,16 @@ def reduce(call: Call, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtyp
     g = call.graph
     body = Reduction(out_size, red_sizes, rtype, fn, x.dtype)
     base = x.base if hasattr(x, "base") else x
-    origins = list(dict.fromkeys(g.current_origins + base.origins)) \
-        if isinstance(base, Virtual) else []
+    origins, source = ((list(dict.fromkeys(g.current_origins + base.origins)),
+                        list(dict.fromkeys(g.current_source + base.source)))
+                       if isinstance(base, Virtual) else ([], []))
     parts = split_factor(call, x, dims, rtype, out_size, red_sizes)
     if parts:   # partial results over chunks first: enough programs to fill the GPU
-        body = split(g, body, parts, acc, call.device, origins)
+        body = split(g, body, parts, acc, call.device, origins, source)
     buf = ComputedBuffer(g.new_name(), layout, body=body)
     g.add_buffer(buf)
     if origins:
-        buf.origins = origins
+        buf.origins, buf.source = origins, source
     result = Stored(buf.name, layout)
     if acc == out_dtype:
         return result

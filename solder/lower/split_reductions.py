@@ -88,7 +88,7 @@ def chunked(fn, red_sizes, chunk: int):
     return partial
 
 
-def split(graph, body, s: int, acc, device, origins):
+def split(graph, body, s: int, acc, device, origins, source=()):
     """``body`` (a ``Reduction``) as its second step: the reduction of ``s`` partial results,
     which a new buffer computes first."""
     from ..ir.nodes import ComputedBuffer, Layout, Reduction, contiguous_strides
@@ -97,6 +97,7 @@ def split(graph, body, s: int, acc, device, origins):
     size = [sympy.Integer(s)] + list(body.ranges)
     layout = Layout(tuple(size), tuple(contiguous_strides(size)), sympy.Integer(0), acc, device)
     partials = ComputedBuffer(graph.new_name(), layout, origins=list(origins),
+                              source=list(source),
                               body=Reduction(size, [sympy.Integer(reduced // s)],
                                              body.reduction_type,
                                              chunked(body.fn, body.red_ranges, reduced // s),

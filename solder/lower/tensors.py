@@ -90,7 +90,7 @@ class Stored(TensorValue):
 
 
 class Virtual(TensorValue):
-    def __init__(self, size, dtype, device, fn: Callable, stride=None, origins=()):
+    def __init__(self, size, dtype, device, fn: Callable, stride=None, origins=(), source=()):
         from ..ir.nodes import contiguous_strides
         self.size = list(size)
         self.dtype = dtype
@@ -99,6 +99,9 @@ class Virtual(TensorValue):
         # the layout it would have in memory (eager's strides); views of it index through these
         self.stride = list(stride) if stride is not None else list(contiguous_strides(size))
         self.origins = list(origins)
+        # the user's lines of the ops it computes: the buffer it becomes names them, wherever
+        # (in a later op's lowering, or as a graph output) it is realized
+        self.source = list(source)
         self._memo: dict = {}
 
     def load(self, idx):
