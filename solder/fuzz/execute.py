@@ -43,8 +43,11 @@ def _leaf(b, leaves, name):
 
 
 def _as_strided_scatter_by_copy(input, src, size, stride, storage_offset=None):
+    # the offset is absolute in input's storage; the clone starts at 0 (a dense input's clone
+    # keeps its strides: eager refuses the gradient of any other)
+    offset = input.storage_offset() if storage_offset is None else storage_offset
     out = input.clone()
-    out.as_strided(size, stride, storage_offset).copy_(src)
+    out.as_strided(size, stride, offset - input.storage_offset()).copy_(src)
     return out
 
 
@@ -52,7 +55,10 @@ def _as_strided_scatter_by_copy(input, src, size, stride, storage_offset=None):
 def correct_as_strided_scatter():
     """Eager as_strided_scatter, with its input's gradient right: eager's derivative zeroes the
     wrong elements (x = arange(4), size (2,), stride (2,), upstream [1, 2, 3, 4]: eager gives
-    [1, 0, 3, 0], the right gradient is [0, 2, 0, 4]). Only for eager reference runs."""
+    [1, 0, 3, 0], the right gradient is [0, 2, 0, 4]), and its source's gradient reads the
+    upstream gradient at the absolute offset, wrong for an input that starts at an offset
+    (x[1:4], offset 1: eager reads upstream[1:3] where src landed at [0:2]). Only for eager
+    reference runs."""
     saved = torch.as_strided_scatter
     torch.as_strided_scatter = _as_strided_scatter_by_copy
     try:

@@ -24,6 +24,10 @@ def check_in_range(call: Call, index, n, negative_ok: bool) -> None:
     g = call.graph
     if not g.config.check_indices or not isinstance(index, TensorValue):
         return
+    if any(n == 0 for n in call.size):
+        # no element is read or written: eager checks an index where it moves an element
+        # (x[idx] of a (1, 0) tensor with idx out of range returns an empty tensor)
+        return
     if g.kind == "backward" and isinstance(index, Stored) and isinstance(
             g.by_name.get(index.buffer), InputBuffer):
         # saved by the forward, which indexed the same dimension with it and checked it there
