@@ -166,8 +166,17 @@ def _addcmul(self, tensor1, tensor2, *, value=1):
     _, dtype = elementwise_dtypes(self, tensor1, tensor2,
                                   type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
     value = _scalar_as(value, dtype)
-    t1, t2 = tensor1.to(dtype), tensor2.to(dtype)
-    return self.to(dtype) + value * t1 * t2
+    # ATen computes a half type's addcmul in float32 and rounds once
+    comp = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    t1, t2 = tensor1.to(comp), tensor2.to(comp)
+    return (self.to(comp) + value * t1 * t2).to(dtype)
+
+
+def _xlogy_scalar_other(self, other):
+    """``xlogy(x, 0.0123)``: the scalar in x's floating dtype, as ATen's kernel reads it (a
+    bfloat16 x takes the log of 0.01232...)."""
+    dtype = self.dtype if self.dtype.is_floating_point else torch.get_default_dtype()
+    return aten.xlogy.Tensor(self, torch.scalar_tensor(other, dtype=dtype, device=self.device))
 
 
 def _index_add(x, dim, index, source, *, alpha=1):
@@ -209,6 +218,7 @@ def _repeat(self, repeats):
 
 # Solder's own decompositions: ops PyTorch's tables leave whole
 OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.default: _repeat,
+       aten.xlogy.Scalar_Other: _xlogy_scalar_other,
        aten.index_add.default: _index_add, aten.index_reduce.default: _index_reduce,
        aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool_backward(2),
        aten.adaptive_max_pool3d_backward.default: _adaptive_max_pool_backward(3),

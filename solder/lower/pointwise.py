@@ -54,14 +54,31 @@ def pointwise(call: Call, name: str, inputs, kind=K.DEFAULT, result_is_bool=Fals
         raise Decline("nextafter of float16/bfloat16 (steps in the half-precision bit pattern)")
     comp = compute_dtype(call, kind)
     size = call.size
-    loaders = [loader_of(x, size, comp) for x in inputs]
     out_dtype = call.dtype
+    loaders = [_scalar_loader(x, size, comp, out_dtype) if name in SCALAR_IN_TENSOR_DTYPE
+               else loader_of(x, size, comp) for x in inputs]
     op_dtype = torch.bool if result_is_bool else comp
 
     def fn(idx):
         return E.cast(E.call(name, *[ld(idx) for ld in loaders], dtype=op_dtype), out_dtype)
 
     return Virtual(size, out_dtype, call.device, fn, stride=call.stride)
+
+
+# ops whose ATen kernels read a Python scalar operand in the tensor's dtype: with a float16 or
+# bfloat16 tensor the scalar is rounded to it first (fmod(x, 1e-3) divides by 0.000999...).
+# add, sub, mul, true division and comparisons keep it in float32 (opmath), as the other ops'
+# loaders do
+SCALAR_IN_TENSOR_DTYPE = {"fmod", "remainder", "pow", "xlogy", "atan2",
+                          "hypot", "copysign", "nextafter"}
+
+
+def _scalar_loader(x, size, comp, out_dtype):
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and \
+            out_dtype in (torch.float16, torch.bfloat16):
+        c = E.cast(E.const(x, out_dtype), comp)
+        return lambda idx: c
+    return loader_of(x, size, comp)
 
 
 def _register(ops, name, kind, result_is_bool=False):
@@ -158,9 +175,11 @@ def _div(call: Call, a, b, rounding_mode=None):
     if rounding_mode is None:
         return pointwise(call, "truediv", [a, b], K.INT_TO_FLOAT)
     name = {"floor": "floordiv", "trunc": "truncdiv"}[rounding_mode]
-    if name == "truncdiv" and call.dtype in (torch.float16, torch.bfloat16):
+    if name == "truncdiv" and call.dtype in (torch.float16, torch.bfloat16) and \
+            isinstance(b, TensorValue):
         # ATen truncates the quotient rounded to the half type (3 / 0.3008 in bfloat16 is
-        # 9.97, rounded 10, truncated 10); its floor division runs in float32 throughout
+        # 9.97, rounded 10, truncated 10); by a Python scalar, and in floor division, it
+        # runs in float32 throughout
         size = call.size
         la, lb = loader_of(a, size, torch.float32), loader_of(b, size, torch.float32)
 

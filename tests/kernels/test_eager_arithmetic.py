@@ -140,3 +140,21 @@ def test_hypot_of_an_infinite_side_is_infinite_even_against_nan():
     b = torch.tensor([float("nan"), -float("inf"), 1.0, 4.0])
     out = torch.compile(torch.hypot, backend="solder")(a, b)
     assert out.tolist() == [float("inf")] * 3 + [5.0]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op", ["fmod", "remainder", "pow", "rpow", "mul", "div", "floor",
+                                "trunc"])
+def test_a_python_scalar_is_read_as_each_op_reads_it(op, dtype):
+    # fmod, remainder and pow read the scalar in the half type (fmod(x, 0.0123) of bfloat16
+    # divides by 0.01232...); mul and the divisions keep it in float32 (add too on CUDA; the
+    # CPU's float16 add rounds it, which is within a float16 tolerance either way)
+    s = 0.0123
+    fn = {"fmod": lambda x: torch.fmod(x, s), "remainder": lambda x: torch.remainder(x, s),
+          "pow": lambda x: x.abs() ** 1.37, "rpow": lambda x: 1.37 ** x,
+          "mul": lambda x: x * s, "div": lambda x: x / s,
+          "floor": lambda x: torch.div(x, s, rounding_mode="floor"),
+          "trunc": lambda x: torch.div(x, s, rounding_mode="trunc")}[op]
+    x = (torch.randn(64, generator=torch.Generator().manual_seed(0)) * 3).to(dtype)
+    out = torch.compile(fn, backend="solder")(x)
+    assert torch.equal(out, fn(x))
