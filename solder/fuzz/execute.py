@@ -42,12 +42,24 @@ def _leaf(b, leaves, name):
     return b.clone()
 
 
+_EAGER_AS_STRIDED_SCATTER = torch.as_strided_scatter
+
+
 def _as_strided_scatter_by_copy(input, src, size, stride, storage_offset=None):
-    # the offset is absolute in input's storage; the clone starts at 0 (a dense input's clone
-    # keeps its strides: eager refuses the gradient of any other)
+    # the offset is absolute in input's storage; the clone starts at 0. A view that reaches
+    # outside the input's own elements, or an input that is not dense (its clone would not
+    # keep its layout), keeps eager's call: Solder keeps eager's derivative for those too
     offset = input.storage_offset() if storage_offset is None else storage_offset
+    start = offset - input.storage_offset()
+    last = start + sum((n - 1) * s for n, s in zip(size, stride) if n > 0)
+    dims = sorted((s, n) for n, s in zip(input.shape, input.stride()) if n != 1)
+    dense, expected = True, 1
+    for s, n in dims:
+        dense, expected = dense and s == expected, expected * n
+    if not (dense and start >= 0 and last < input.numel() and min(stride, default=0) >= 0):
+        return _EAGER_AS_STRIDED_SCATTER(input, src, size, stride, storage_offset)
     out = input.clone()
-    out.as_strided(size, stride, offset - input.storage_offset()).copy_(src)
+    out.as_strided(size, stride, start).copy_(src)
     return out
 
 

@@ -84,7 +84,12 @@ def draw_scatter(c: Ctx):
         st = c.rng.randint(1, max(1, (total - 1) // max(1, a - 1))) if a > 1 else 1
         off = c.rng.randint(0, total - 1 - (a - 1) * st)
         src = c.operand((a,), x)
-        return Draft(f"torch.as_strided_scatter({n}, {src}, ({a},), ({st},), {off})", kind)
+        # the offset is absolute in x's storage: counted from x's own first element, so the
+        # view stays among x's elements (one that reaches outside them gets a gradient from
+        # eager that is wrong, and one from any compiler that depends on where autograd's
+        # gradient tensor starts in its storage)
+        return Draft(f"torch.as_strided_scatter({n}, {src}, ({a},), ({st},), "
+                     f"{n}.storage_offset() + {off})", kind)
     if kind in ("index_put", "index_add", "index_copy", "index_fill"):
         if size == 0:
             return None
