@@ -329,7 +329,7 @@ class GraphLowering:
             # the base is in memory in another layout than eager's (a padded matmul's rows,
             # say): eager's view strides address eager's layout, so go through the values
             values = Virtual(base.size, base.dtype, base.device, base.load,
-                             sym_list(base_meta.stride()), *self.provenance(base))
+                             stride=sym_list(base_meta.stride()))
             return VirtualView(values, size, stride,
                                offset - sym(base_meta.storage_offset()))
         if isinstance(base, Stored):
@@ -406,14 +406,17 @@ class GraphLowering:
 
     # -- outputs --------------------------------------------------------------------------
     def _output(self, node):
-        # what is stored here is named after the ops that computed it (``provenance``), never
-        # after the graph's last op
-        self.current_origins, self.current_source = [], []
         (results,) = node.args
         metas = [r.meta.get("val") if isinstance(r, fx.Node) else r for r in results]
         for r, meta in zip(results, metas):
             v = self.env[r] if isinstance(r, fx.Node) else r
             if isinstance(v, TensorValue):
+                # a value not yet stored is named after the ops that computed it
+                # (``provenance``); a copy into eager's layout after the op that returns it
+                # (a view of a padded matmul), never after the graph's last op
+                called = isinstance(r, fx.Node) and r.op == "call_function"
+                self.current_origins = [op_name(r.target)] if called else []
+                self.current_source = _source_of(r) if called else []
                 v = self._realize_output(v, meta)
             self.outputs.append(v)
 
@@ -454,8 +457,7 @@ class GraphLowering:
         if (tuple(v.layout.stride) != meta_stride and _dense_or_contiguous(v.size, meta_stride)
                 == meta_stride and not self._aliases_input(v)):
             # produced in another layout (a padded matmul, say): hand back eager's
-            return self.compute(v.size, v.dtype, v.device, v.load, meta_stride,
-                                *self.provenance(v))
+            return self.compute(v.size, v.dtype, v.device, v.load, meta_stride)
         return v
 
     def _aliases_input(self, v: Stored) -> bool:
