@@ -54,7 +54,11 @@ def _block_candidates(is_reduction, persistent, outer, xnumel, rnumel, interp) -
                 out.append(dict(XBLOCK=xb, RBLOCK=rb, num_warps=min(32, warps * 2)))
         return _unique(out)
     if interp:
-        return [dict(XBLOCK=1, RBLOCK=min(next_pow2(rnumel), 4096))]
+        # the interpreter runs a program's Python once per program: rows go together, as many
+        # as a block of 16384 elements holds and divide the rows evenly (a dynamic GPT-2's
+        # column sums took 192 programs of one row each; evenly, so exact_cover is unchanged)
+        rb = min(next_pow2(rnumel), 4096)
+        return [dict(XBLOCK=_pow2_dividing(xnumel, 16384 // rb), RBLOCK=rb)]
     if outer:  # rows are strided in memory: many rows per program keep loads coalesced
         return _unique([dict(XBLOCK=64, RBLOCK=64, num_warps=8),
                         dict(XBLOCK=128, RBLOCK=32, num_warps=8),
@@ -62,6 +66,14 @@ def _block_candidates(is_reduction, persistent, outer, xnumel, rnumel, interp) -
     return _unique([dict(XBLOCK=1, RBLOCK=2048, num_warps=8),
                     dict(XBLOCK=1, RBLOCK=4096, num_warps=16),
                     dict(XBLOCK=8, RBLOCK=512, num_warps=8)])
+
+
+def _pow2_dividing(n: int, cap: int) -> int:
+    """The largest power of two that divides ``n`` and is at most ``cap``."""
+    n = int(n)
+    if n <= 0:
+        return 1
+    return max(1, min(n & -n, 1 << (max(1, int(cap)).bit_length() - 1)))
 
 
 def is_launch_config(cfg) -> bool:

@@ -7,6 +7,7 @@ as ``FloorDiv``/``ModIndex``, which is still correct, only slower.
 """
 from __future__ import annotations
 
+import math
 from typing import Iterable, Mapping, Optional, Sequence
 
 import sympy
@@ -124,6 +125,10 @@ def bounds(expr, ranges: Mapping[sympy.Symbol, sympy.Expr]):
     if expr.is_Symbol:
         if expr in ranges:
             return sympy.Integer(0), ranges[expr] - 1
+        if expr.is_positive:
+            # a size (loop variables are only nonnegative): its own value bounds it both ways,
+            # so sums of sizes and bounded indices compare symbolically (16*s*j + k < 64*s)
+            return expr, expr
         if expr.is_nonnegative:
             return sympy.Integer(0), None
         return None, None
@@ -198,12 +203,52 @@ def _simplify(expr, ranges):
         if isinstance(expr, ModIndex):
             if lo is not None and _le(0, lo) and _le(hi, b - 1):
                 return a
-            return ModIndex(a, b)
+            return _divide_out(expr.func, a, b, ranges)
         if lo is not None and _le(0, lo) and _le(hi, b - 1):
             return sympy.Integer(0)
-        return FloorDiv(a, b)
+        return _divide_out(expr.func, a, b, ranges)
     out = expr.func(*[_simplify(a, ranges) for a in expr.args])
     return _recombine(out) if out.is_Add else out
+
+
+def _divide_out(kind, a, b, ranges):
+    """``a // b`` or ``a % b`` where ``b == g * d`` and ``a == g * q + rest`` with ``rest`` in
+    ``[0, g)``: ``q // d``, or ``g * (q % d) + rest``. A cat's or a reshape's flat index over
+    symbolic sizes (``(192*r + x) // (192*s)`` with ``x < 192``) would otherwise keep its
+    divisions, and the views around it could not recombine them."""
+    for g in _common_factors(a, b):
+        q, rest = _split_divisible(a, g)
+        if q == 0:
+            continue
+        lo, hi = bounds(rest, ranges)
+        if lo is None or not (_le(0, lo) and _le(hi, g - 1)):
+            continue
+        d = sympy.cancel(b / g)
+        if kind is FloorDiv:
+            return FloorDiv(q, d)
+        return g * ModIndex(q, d) + rest
+    return kind(a, b)
+
+
+def _common_factors(a, b) -> list:
+    """Proper factors ``g`` of the divisor ``b`` to try: its symbolic part and each size in
+    it, its integer coefficient, and that coefficient's common divisors with the integer
+    coefficients of ``a``'s terms (largest first)."""
+    coeff, sizes = sympy.sympify(b).as_coeff_Mul()
+    found = []
+    if sizes != 1:
+        found += [f for f in sympy.Mul.make_args(sizes) if f != b]
+        if sizes != b:
+            found.append(sizes)
+    if coeff.is_Integer and int(coeff) > 1:
+        c = int(coeff)
+        if sizes != 1:
+            found.append(coeff)
+        shared = {math.gcd(c, int(k)) for k in (t.as_coeff_Mul()[0]
+                                                for t in sympy.Add.make_args(sympy.expand(a)))
+                  if k.is_Integer}
+        found += [sympy.Integer(g) for g in sorted(shared, reverse=True) if 1 < g < c]
+    return list(dict.fromkeys(found))
 
 
 def _split_factor(term, kind):

@@ -109,3 +109,46 @@ def test_a_memo_forgets_everything_past_its_limit():
     ask(3)                         # full: forgets 1 and 2, keeps 3
     ask(1)
     assert calls == [1, 2, 3, 1]
+
+
+def test_sizes_bound_themselves():
+    # a size symbol's value bounds it: 16*s*j + 16*k + m < 64*s for j < 3, k < s, m < 16
+    s, j, k, m = size_symbol("s"), index_symbol("j"), index_symbol("k"), index_symbol("m")
+    e = FloorDiv(16 * s * j + 16 * k + m, 64 * s)
+    assert simplify_index(e, {j: 3, k: s, m: 16}) == 0
+
+
+def test_divisor_factor_divides_out():
+    # a cat's flat index over symbolic rows: (192*r + x) // (192*s) == r // s for x < 192
+    s, r = size_symbol("s"), index_symbol("r")
+    assert simplify_index(FloorDiv(192 * r + x, 192 * s), {x: 192, r: 4 * s}) == FloorDiv(r, s)
+    assert simplify_index(ModIndex(192 * r + x, 192 * s), {x: 192, r: 4 * s}) == \
+        192 * ModIndex(r, s) + x
+    # a factor the terms share with an integer divisor: (64*i + x) // 192 == i // 3, x < 64
+    assert simplify_index(FloorDiv(64 * i0 + x, 192), {i0: 9, x: 64}) == FloorDiv(i0, 3)
+    # ... not when the rest may reach the factor
+    assert simplify_index(FloorDiv(192 * r + x, 192 * s), {x: 193, r: 4 * s}).has(x)
+
+
+def test_divided_out_then_recombined():
+    # the views around a dynamic cat's backward: the quotient and remainder of the row index
+    # by the sequence length join again into the row index
+    s, r = size_symbol("s"), index_symbol("r")
+    e = 64 * ModIndex(r, s) + 64 * s * FloorDiv(192 * r + x, 192 * s) + x
+    assert simplify_index(e, {x: 64, r: 4 * s}) == 64 * r + x
+
+
+def test_divided_out_values_match():
+    from solder.ir.indexing import evaluate_int
+    s, r = size_symbol("s"), index_symbol("r")
+    cases = [(FloorDiv(192 * r + x, 192 * s), {x: 192, r: 4 * s}),
+             (ModIndex(192 * r + x, 192 * s), {x: 192, r: 4 * s}),
+             (FloorDiv(64 * r + x, 192), {x: 64, r: 4 * s}),
+             (ModIndex(64 * r + x, 192 * s), {x: 64, r: 4 * s})]
+    for e, ranges in cases:
+        simple = simplify_index(e, ranges)
+        for sv in (1, 3, 5):
+            for rv in range(0, 4 * sv, 3):
+                for xv in range(0, int(ranges[x]), 7):
+                    env = {s: sv, r: rv, x: xv}
+                    assert evaluate_int(e, env) == evaluate_int(simple, env), (e, simple, env)
