@@ -12,6 +12,7 @@ from .backend import solder_backend as backend  # noqa: E402
 from .backend import solder_debug_backend as debug_backend  # noqa: E402
 from .config import Config  # noqa: E402
 from .explain import Report, explain  # noqa: E402
+from . import logs  # noqa: E402
 
 __all__ = ["backend", "debug_backend", "explain", "Report", "Config", "__version__"]
 
@@ -41,3 +42,4 @@ def _installed_entry_points() -> bool:
 
 
 _register_backends()
+logs.register()

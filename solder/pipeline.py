@@ -17,10 +17,10 @@ from typing import Any, Callable, Optional
 import torch
 import torch.fx as fx
 
+from . import logs
 from .config import Config
 
 _graph_ids = itertools.count()
-log = logging.getLogger("solder")
 
 
 @dataclass
@@ -105,6 +105,11 @@ def _compile_graph(gm: fx.GraphModule, kind: str, ctx: CompileContext, child) ->
         report.fallbacks.append(CallReport(
             "whole graph", "its tensors are on the CPU: Solder generates GPU kernels (set "
             "TRITON_INTERPRET=1 to run them on the CPU through Triton's interpreter)"))
+        logs.say_once(
+            "cpu", "Solder: %s runs in ATen, not compiled: its tensors are on the CPU, and Solder's "
+            "Triton kernels run on a CPU only in Triton's interpreter. Move the model and its "
+            "inputs to a GPU, or set TRITON_INTERPRET=1 in the environment before Python starts "
+            "(slow: for testing). Said once; solder.explain lists each such graph.", name)
         return _eager_runner(gm)
 
     from .runtime import graph_cache
@@ -127,8 +132,8 @@ def _compile_graph(gm: fx.GraphModule, kind: str, ctx: CompileContext, child) ->
             # Triton reads the kernels' binaries back from its cache, in parallel
             _precompile(compiled, jobs, device, config, report.timings, cached=True)
             ctx.started = None
-            if config.log_compile:
-                compiled.after_first_call.append(lambda: log.warning(compile_log_line(report)))
+            _log_artifacts(name, report, None, compiled.kernel_source, compiled.wrapper_source)
+            _log_after_first_call(compiled, report, config)
             return compiled
 
     if child is not None and not dump:
@@ -145,6 +150,7 @@ def _compile_graph(gm: fx.GraphModule, kind: str, ctx: CompileContext, child) ->
         _write(dump, "schedule.txt", _format_schedule(steps))
         _write(dump, "kernels.py", module_src)
         _write(dump, "wrapper.py", wrapper.source)
+    _log_artifacts(name, report, steps, module_src, wrapper.source)
     report.timings = {**captured, **generated[5]}
     t3 = time.perf_counter()
     compiled = CompiledGraph(name, wrapper, module_src, kernels, config,
@@ -169,9 +175,26 @@ def _finish(compiled, report, ctx, cache, key, cache_state, config, files, jobs,
                                                          (jobs, device))
     report.timings["cache"] = cache_state
     ctx.started = None  # the next graph's capture starts after this one
-    if config.log_compile:  # after the first call: Triton's and the tuner's time are known then
-        compiled.after_first_call.append(lambda: log.warning(compile_log_line(report)))
+    _log_after_first_call(compiled, report, config)
     return compiled
+
+
+def _log_after_first_call(compiled, report, config) -> None:
+    """The graph's compile line at INFO (``TORCH_LOGS=solder``; ``log_compile`` shows it
+    whatever the level), after its first call: Triton's and the tuner's time are known then."""
+    if config.log_compile or logs.compile_log.isEnabledFor(logging.INFO):
+        compiled.after_first_call.append(lambda: logs.info(
+            logs.compile_log, compile_log_line(report), always=config.log_compile))
+
+
+def _log_artifacts(name, report, steps, module_src, wrapper_src) -> None:
+    """The graph's generated code, kernels and fallbacks for ``TORCH_LOGS`` and the trace."""
+    logs.emit("output_code", name, lambda: f"{module_src}\n# wrapper\n{wrapper_src}")
+    if steps is not None:   # (a graph from the cache or a child has its code only)
+        logs.emit("schedule", name, lambda: _format_schedule(steps))
+    if report.fallbacks:
+        logs.emit("perf_hints", name, lambda: "\n".join(
+            f"{f.op} runs in ATen: {f.reason}" for f in report.fallbacks))
 
 
 def child_answer(gm: fx.GraphModule, kind: str, config: Config) -> dict:
@@ -220,6 +243,7 @@ def _from_child(child, gm, name, config, report, captured) -> Optional[dict]:
         return None
     graph_cache.fill_report(report, entry.report)
     report.timings["load"] = time.perf_counter() - t1
+    _log_artifacts(name, report, None, entry.module_src, entry.wrapper.source)
     return {"compiled": compiled, "files": files, "jobs": jobs, "device": device}
 
 
@@ -274,6 +298,8 @@ def compile_log_line(report) -> str:
     counts = [f"{kernels} kernels"]
     if "distinct_kernels" in t:
         counts.append(f"{t['distinct_kernels']} distinct")
+    if report.fallbacks:
+        counts.append(f"{len(report.fallbacks)} ATen fallbacks")
     if "triton_built" in t or "triton_cached" in t:
         counts.append(f"Triton built {t.get('triton_built', 0)}, found "
                       f"{t.get('triton_cached', 0)} compiled")
