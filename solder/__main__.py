@@ -19,10 +19,14 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print("usage: python -m solder <command> [args]\n\ncommands:")
-        for name, (_, doc) in COMMANDS.items():
-            print(f"  {name:<12} {doc}")
+    if not argv:   # a command is needed: say which there are, and fail as argparse would
+        print(usage(), file=sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    if argv[0] == "--version":
+        print(version())
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
@@ -33,6 +37,30 @@ def main(argv: list[str] | None = None) -> int:
         use_triton_interpreter_without_gpu(name, rest)
     module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)
+
+
+def usage() -> str:
+    lines = ["usage: python -m solder <command> [args]   (python -m solder <command> --help)",
+             "       python -m solder --version", "", "commands:"]
+    lines += [f"  {name:<12} {doc}" for name, (_, doc) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def version() -> str:
+    """Solder's version and the torch and Triton it runs with (read from the installed
+    packages' metadata: no import of either)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    from . import __version__
+
+    def of(package):
+        try:
+            return installed(package)
+        except PackageNotFoundError:
+            return "not installed"
+    return (f"solder {__version__} (torch {of('torch')}, triton {of('triton')}, "
+            f"Python {sys.version.split()[0]})")
 
 
 # commands that run generated kernels: without a GPU they run them in Triton's interpreter

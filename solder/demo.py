@@ -5,7 +5,6 @@ times eager, inductor and Solder side by side.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -13,6 +12,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .cli_help import Parser
 
 
 class TransformerBlock(nn.Module):
@@ -33,7 +34,7 @@ class TransformerBlock(nn.Module):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m solder demo", description=__doc__)
+    p = Parser(prog="python -m solder demo", description=__doc__)
     p.add_argument("--show-source", action="store_true", help="print every kernel's Triton source")
     args = p.parse_args(argv)
     import solder

@@ -27,11 +27,12 @@ import traceback
 from typing import Any, Callable, Optional
 
 from .interpreter import use_triton_interpreter_without_gpu
+from .cli_help import Parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m solder explain", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="python -m solder explain", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", help="path/to/script.py:name or package.module:name")
     p.add_argument("--args", dest="args_expr", default=None, metavar="EXPR",
                    help="the arguments, as a Python expression (torch is in scope); without "

@@ -1,12 +1,13 @@
 """``python -m solder aot inspect PATH``: what a package holds and whether it runs here."""
 from __future__ import annotations
 
-import argparse
 import sys
+
+from ..cli_help import Parser
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m solder aot")
+    parser = Parser(prog="python -m solder aot")
     sub = parser.add_subparsers(dest="command", required=True)
     inspect = sub.add_parser("inspect", help="print a package's kernels, sizes, versions, inputs")
     inspect.add_argument("path")

@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..cli_help import Parser
+
 ROOT = Path(__file__).resolve().parents[2]
 if __name__ == "__main__" and sys.path and Path(sys.path[0]).resolve() == Path(__file__).parent:
     sys.path.pop(0)  # run as a script: this folder's profile.py must not shadow the stdlib's
@@ -351,8 +353,8 @@ def table(res: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m solder.bench.aot", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="python -m solder.bench.aot", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=["gpt2", "resnet50"], required=True)
     p.add_argument("--out", default="aot_bench")
     p.add_argument("--quick", action="store_true", help="toy sizes (a smoke test)")

@@ -19,12 +19,14 @@ import tempfile
 import warnings
 from typing import Iterator, Optional
 
+from ..cli_help import Parser
+
 DEFAULT_BACKENDS = "eager,inductor,solder"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m solder bench",
-                                description="eager, inductor and Solder side by side")
+    p = Parser(prog="python -m solder bench",
+               description="eager, inductor and Solder side by side")
     p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     p.add_argument("--backends", default=DEFAULT_BACKENDS,
                    help="comma-separated: eager, inductor, solder or any Dynamo backend name")
@@ -156,7 +158,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         _log("warming up the compilers on a trivial function ...")
         warm_up_process(backends, device, _log)
         for i, case in enumerate(cases, 1):
-            _log(f"[{i}/{len(cases)}] {case.name}: {case.description}")
+            # a case's description gives its full sizes: a quick run says it runs others
+            what = "toy sizes (--quick)" if quick else case.description
+            _log(f"[{i}/{len(cases)}] {case.name}: {what}")
             torch.manual_seed(0)
             run.cases.append(run_case(case, backends, settings, _log))
 

@@ -13,7 +13,6 @@ to the next. It prints each case's median seconds per backend and Solder's over 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -23,6 +22,8 @@ import sys
 import tempfile
 import time
 from typing import Callable, Optional
+
+from ..cli_help import Parser
 
 _FIRST_CALL = re.compile(r" / (\w+) compile: ([0-9.]+) s for the first call")
 
@@ -136,8 +137,8 @@ def table(results: dict, backends: list[str]) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m solder.bench.compile_time",
-                                description=__doc__.split("\n\n")[0])
+    p = Parser(prog="python -m solder.bench.compile_time",
+               description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default="gpt2,llama_train,resnet50",
                    help="comma-separated bench cases (a GPU is needed)")
     p.add_argument("--backends", default="inductor,solder")

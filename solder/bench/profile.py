@@ -4,15 +4,16 @@ Prints the wall time of one call against the GPU time of its kernels (the differ
 and launch overhead) and the kernels that take the most GPU time."""
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 import torch
 
+from ..cli_help import Parser
+
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m solder.bench.profile")
+    p = Parser(prog="python -m solder.bench.profile")
     p.add_argument("case")
     p.add_argument("--backend", default="solder")
     p.add_argument("--top", type=int, default=15)

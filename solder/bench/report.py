@@ -177,8 +177,10 @@ def notes(run: RunResult) -> list[str]:
 
 def format_report(run: RunResult) -> str:
     meta = run.meta
+    sizes = "toy sizes (--quick: a smoke test, not a measurement)" if meta.get("quick") \
+        else "full sizes"
     head = [f"device: {meta.get('device', '?')}  torch {meta.get('torch', '?')}  "
-            f"triton {meta.get('triton', '?')}  quick={meta.get('quick')}"]
+            f"triton {meta.get('triton', '?')}  {sizes}"]
     if run.ceiling_gbs:
         head.append(f"copy ceiling: {run.ceiling_gbs:.0f} GB/s "
                     f"({run.copy_ceiling['bytes'] / 2**30:.2f} GiB read+written "

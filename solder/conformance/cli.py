@@ -16,11 +16,12 @@ import time
 from typing import Optional
 
 from ..interpreter import use_triton_interpreter
+from ..cli_help import Parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m solder conformance", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="python -m solder conformance", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", default="solder",
                    help="torch.compile backend: solder (default), inductor, aot_eager, ...")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,

@@ -16,6 +16,8 @@ import json
 import sys
 from collections import Counter
 
+from ..cli_help import Parser
+
 _SAME = ("backend", "device", "dtypes", "samples", "grad")
 _OUTCOMES = ("passed", "failed", "expected-failed", "unexpectedly-passed", "n/a")
 
@@ -69,8 +71,8 @@ def summary_of(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m solder.conformance.merge", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="python -m solder.conformance.merge", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("parts", nargs="+")
     p.add_argument("--json", metavar="OUT", help="write the merged table here")
     args = p.parse_args(argv)

@@ -13,6 +13,8 @@ import argparse
 import json
 import sys
 
+from ..cli_help import Parser
+
 _RANK = {"lowered": 0, "extern": 0, "fallback": 1}  # a library call is not a fallback
 
 
@@ -44,9 +46,9 @@ def worse(first: dict, second: dict) -> list[str]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m solder.conformance.side_by_side",
-                                description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="python -m solder.conformance.side_by_side",
+               description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("first")
     p.add_argument("second")
     args = p.parse_args(argv)

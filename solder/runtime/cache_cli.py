@@ -7,6 +7,7 @@ import time
 import warnings
 
 from .cache import DiskCache, default_cache_dir
+from ..cli_help import Parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,8 +25,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m solder cache",
-                                description="Look at or empty Solder's on-disk compile cache.")
+    p = Parser(prog="python -m solder cache",
+               description="Look at or empty Solder's on-disk compile cache.")
     p.add_argument("--dir", help="cache folder (default: $SOLDER_CACHE_DIR, else "
                                  "$XDG_CACHE_HOME/solder, else ~/.cache/solder)")
     sub = p.add_subparsers(dest="command", required=True, metavar="{list,clear,path}")

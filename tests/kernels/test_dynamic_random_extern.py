@@ -28,7 +28,7 @@ def test_dynamic_after_shape_change_recompiles_once():
 
     def backend(gm, inputs, **kw):
         cnt["n"] += 1
-        return solder.backend(gm, inputs)
+        return solder.compile_backend(gm, inputs)
     cf = torch.compile(lambda x: x.sin().sum(0), backend=backend)
     for n in (4, 6, 8, 10):
         x = torch.randn(n, 5)

@@ -95,7 +95,7 @@ def test_new_sequence_length_reuses_the_symbolic_graph():
 
     def counting(gm, inputs, **kw):
         compiles["n"] += 1
-        return solder.backend(gm, inputs)
+        return solder.compile_backend(gm, inputs)
     compiled = torch.compile(model, backend=counting)
     with torch.no_grad():
         for t in (8, 12, 16):

@@ -96,6 +96,10 @@ def test_one_case_eager_only(tmp_path, capsys):
     assert case["backends"]["eager"]["median_ms"] > 0
     captured = capsys.readouterr()
     assert "layernorm" in captured.out and "layernorm / eager" in captured.err
+    # a quick run says it runs toy sizes, not the full-size description
+    assert "[1/1] layernorm: toy sizes (--quick)" in captured.err
+    assert "16384x4096" not in captured.err
+    assert "toy sizes (--quick: a smoke test, not a measurement)" in captured.out
 
 
 def test_bad_arguments():

@@ -43,7 +43,7 @@ def test_modes_unknown_is_an_error_and_unhonoured_ones_are_said_once(monkeypatch
     import logging
     import importlib
     import pytest
-    backend = importlib.import_module("solder.backend")   # (solder.backend is the function)
+    backend = importlib.import_module("solder.backend")
     with pytest.raises(ValueError, match="unknown mode.*reduce-overhead"):
         backend.check_mode("nonsense")
     monkeypatch.setattr(backend, "_modes_noted", set())
