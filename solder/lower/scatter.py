@@ -187,16 +187,34 @@ def _store_into(call, dst: Stored, src):
     load = loader_of(src, dst.size, dst.dtype)
     sample_idx = [sympy.Symbol(f"c{k}", integer=True, nonnegative=True) for k in range(dst.ndim)]
     store_at = dst.layout.index(sample_idx)
+    reads = E.loads_of(load(sample_idx))
     races = any(ld.args[0] == dst.buffer and (sympy.expand(ld.args[1] - store_at) != 0 or ld.args[3])
-                for ld in E.loads_of(load(sample_idx)))
-    if races:
-        # the new value reads other elements of the destination: compute it first
+                for ld in reads)
+    others = _written_inputs(g) - {dst.buffer}
+    if races or any(ld.args[0] in others for ld in reads):
+        # the new value reads other elements of the destination, or another input this graph
+        # also writes (a.copy_(b); b.copy_(f(a)): each write would wait for the other): compute
+        # it first
         tmp = g.compute(dst.size, dst.dtype, dst.device, load)
         load = tmp.load
     buf = ComputedBuffer(g.new_name(), dst.layout, body=Pointwise(list(dst.size), load),
                          mutates=dst.buffer)
     g.add_buffer(buf)
     return dst
+
+
+def _written_inputs(g) -> set:
+    """The graph inputs that a ``copy_`` writes (AOTAutograd's epilogue), by buffer name."""
+    found = getattr(g, "_written_input_buffers", None)
+    if found is None:
+        found = set()
+        for node in g.gm.graph.nodes:
+            if node.op == "call_function" and node.target is aten.copy_.default:
+                v = g.env.get(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
+                if isinstance(v, Stored) and isinstance(g.by_name.get(v.buffer), InputBuffer):
+                    found.add(v.buffer)
+        g._written_input_buffers = found
+    return found
 
 
 def _rebind(call, dst, src):

@@ -182,8 +182,7 @@ def schedule(graph, config: Config):
     for b in nodes:
         target = getattr(b, "mutates", None)
         if target:
-            deps[b.name] |= _old_value_readers(b.name, target, readers, by_name, views) & \
-                set(order)
+            deps[b.name] |= _old_value_readers(b.name, target, readers, views) & set(order)
             # after the target exists and after earlier writes into it (a scatter's later readers
             # read the write's own name, so they wait for it through ``reads``)
             deps[b.name] |= ({target} & set(order)) | writers.get(target, set())
@@ -244,35 +243,19 @@ def schedule(graph, config: Config):
     return _finish(steps, graph, config)
 
 
-def _old_value_readers(writer: str, target: str, readers: dict, by_name: dict,
-                       views: dict) -> set:
-    """Every buffer that reads ``target`` before ``writer`` overwrites it: its direct readers,
-    and the readers of any pointwise one among them, transitively, since a pointwise buffer is
-    recomputed inside its readers' kernels (it reads the target there, not where it was
-    scheduled). Buffers that read the writer's result are not among them: they come after."""
-    after, stack = set(), [writer]
-    while stack:
-        for r in readers.get(stack.pop(), ()):
-            if r not in after:
-                after.add(r)
-                stack.append(r)
-    # readers of the target's memory under another name (a view run in ATen) read it too
+def _old_value_readers(writer: str, target: str, readers: dict, views: dict) -> set:
+    """Every buffer that reads ``target`` before ``writer`` overwrites it: its readers, and the
+    readers of any view of it that ATen computes (another name for the same memory). A
+    pointwise reader may be recomputed inside a later buffer's kernel: in the writer's kernel
+    ``KernelBuilder._check_after_write`` keeps such a read out, and in another kernel the
+    reader is stored (read by a buffer outside its kernel) before the write."""
     names, pending = {target}, [target]
     while pending:
         for alias in views.get(pending.pop(), ()):
             if alias not in names:
                 names.add(alias)
                 pending.append(alias)
-    out, stack = set(), [r for n in names for r in readers.get(n, ())]
-    while stack:
-        r = stack.pop()
-        if r == writer or r in out or r in after:
-            continue
-        out.add(r)
-        b = by_name.get(r)
-        if isinstance(b, ComputedBuffer) and not b.mutates and not isinstance(b.body, Reduction):
-            stack.extend(readers.get(r, ()))
-    return out
+    return {r for n in names for r in readers.get(n, ()) if r != writer}
 
 
 def _hoist(builder, pending, deps, done, steps, by_name, size_ranges, kcount) -> bool:

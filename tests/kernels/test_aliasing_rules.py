@@ -162,3 +162,26 @@ def _read_through_a_dtype_view_then_write_it(x):
 def test_a_write_waits_for_reads_through_a_view_run_in_aten():
     _compare(_read_through_a_dtype_view_then_write_it,
              lambda: (torch.tensor([[[[-3.737911]]]]),))
+
+
+def _swap_through_computed_values(a, b):
+    v = (a * 2).sum()
+    a.copy_(b)
+    b.copy_(v)
+    return ()
+
+
+def _swap(a, b):
+    t = a.clone()
+    a.copy_(b)
+    b.copy_(t)
+    return ()
+
+
+@pytest.mark.parametrize("fn", [_swap_through_computed_values, _swap],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_two_inputs_written_from_each_others_old_values(fn):
+    # each write would wait for the other's read of its old value: one new value is
+    # computed into a temporary first
+    _compare(fn, lambda: (torch.tensor(1.5), torch.tensor(3.0)))
+    _compare(fn, lambda: (torch.arange(4.0), torch.arange(4.0) * -1))
