@@ -18,9 +18,9 @@ cat "$OUT/versions.txt"
 for part in "$@"; do
   case $part in
   tests)
-    # tests/kernels in two shards: as one it needed more than 270 s on the H200 (session 10)
+    # tests/kernels in shards: as one it needed more than 270 s on the H200 (2026-12-04)
     k=tests/kernels
-    # (the first shard needed more than 420 s as one on the H200 in session 14: now two)
+    # (the first shard needed more than 420 s as one on the H200: now two)
     shards=("$k/test_pointwise.py $k/test_reductions.py $k/test_views.py"
             "$k/test_scatter.py $k/test_sorting.py $k/test_special_functions.py"
             "$k --ignore=$k/test_user_kernels_matrix.py --ignore=$k/test_user_kernels_gpu.py --ignore=$k/test_scatter_props.py --ignore=$k/test_pointwise.py --ignore=$k/test_reductions.py --ignore=$k/test_views.py --ignore=$k/test_scatter.py --ignore=$k/test_sorting.py --ignore=$k/test_special_functions.py"
@@ -105,7 +105,7 @@ for part in "$@"; do
     timeout "${VARIANTS_S:-200}" $PY scripts/kernel_variants.py > "$OUT/variants.txt" 2> "$OUT/variants.err"
     echo "variants rc=$?"; sed -n '/^variant /,$p' "$OUT/variants.txt"; tail -3 "$OUT/variants.err"
     ;;
-  aot)   # AOT_MODELS=gpt2,resnet50 [AOT_FLAGS="--quick --sides solder"]: packages against inductor's (issue 7)
+  aot)   # AOT_MODELS=gpt2,resnet50 [AOT_FLAGS="--quick --sides solder"]: packages against inductor's
     for m in ${AOT_MODELS//,/ }; do
       timeout "${AOT_S:-300}" $PY -m solder.bench.aot --model $m --out "$OUT/aot" ${AOT_FLAGS:-} \
         > "$OUT/aot_$m.txt" 2>&1

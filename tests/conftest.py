@@ -6,8 +6,8 @@ import pytest
 import tempfile
 
 os.environ.setdefault("SOLDER_AUTOTUNE", "0")
-# each test session compiles into its own cache: a test that patches Solder must not be served
-# a graph compiled without the patch in an earlier session
+# each pytest run compiles into its own cache: a test that patches Solder must not be served
+# a graph compiled without the patch in an earlier run
 os.environ.setdefault("SOLDER_CACHE_DIR", tempfile.mkdtemp(prefix="solder-test-cache-"))
 try:
     import torch

@@ -1,4 +1,4 @@
-"""Ahead-of-time packages against inductor's, on a GPU (issue 7's bar).
+"""Ahead-of-time packages against inductor's, on a GPU.
 
     python -m solder.bench.aot --model gpt2 --out DIR        # GPT-2 124M bf16, batch 8x512
     python -m solder.bench.aot --model resnet50 --out DIR    # fp16 channels_last, batch 64
@@ -361,7 +361,7 @@ def main(argv=None) -> int:
     p.add_argument("--cold-reps", type=int, default=3, help="fresh processes per package")
     p.add_argument("--sides", default="solder,inductor",
                    help="whose packages to build and time (inductor's loader crashed on the "
-                        "H200's torch 2.11: scripts/diag_aoti_load.py)")
+                        "H200's torch 2.11: docs/perf-notes.md)")
     p.add_argument("--timeout", type=float, default=600, help="seconds per phase")
     p.add_argument("--profile", action="store_true",
                    help="only build Solder's package, then print where the JIT's and the "

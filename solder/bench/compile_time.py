@@ -2,7 +2,7 @@
 
 ``python -m solder bench`` times every backend's cold compile in one process, one case after
 another, inductor's right before Solder's. What ran before then changes the figure: on the H200
-(session 14) Solder's LLaMA-step compile took 20.1 s there and 10.7-14.8 s in fresh processes.
+(2026-12-04) Solder's LLaMA-step compile took 20.1 s there and 10.7-14.8 s in fresh processes.
 This command starts a new process for each (case, backend, repetition), with every compile cache
 off and empty, after the bench's warm-up compile (imports and worker pools up, as in
 ``solder.bench.profile --compile``), and alternates which backend goes first from one repetition

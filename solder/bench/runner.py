@@ -4,8 +4,8 @@ steady-state timing in rounds that take every backend in turn, each with the hos
 issue a call (a case whose host time reaches its median is host-bound). A backend whose output
 is wrong is marked FAILED and not timed.
 
-Why rounds: on the lent H200 the host's speed drifts by up to ~1.8x within seconds (session 12:
-ResNet-50's host issue time under one compiled function went 1.8 -> 3.8 -> 2.3 ms in one
+Why rounds: on the H200 machine the host's speed drifted by up to ~1.8x within seconds
+(2026-12-04: ResNet-50's host issue time under one compiled function went 1.8 -> 3.8 -> 2.3 ms in one
 process, every Python and ATen call slower alike; docs/perf-notes.md). Timing each backend
 once, one after another, let that drift decide which backend "won" a host-bound case. Timing
 them interleaved, several times, exposes every backend to the same drift, and the spread

@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "inductor's from the wrapper code it generates (default on)")
     p.add_argument("--shard", metavar="I/N", default=None,
                    help="only the I-th of N interleaved parts of the selected ops (1 <= I <= N): "
-                        "a long run split over several sessions; --write-expected-failures then "
+                        "a long run split over several invocations; --write-expected-failures then "
                         "keeps what other shards listed")
     p.add_argument("-q", "--quiet", action="store_true", help="no line per op")
     return p

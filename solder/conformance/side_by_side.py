@@ -1,4 +1,4 @@
-"""Two conformance runs side by side (issue 8's comparison with inductor).
+"""Two conformance runs side by side (Solder's against inductor's, say).
 
     python -m solder.conformance.side_by_side solder.json inductor.json
 

@@ -4,7 +4,7 @@ A reduction kernel runs one program per block of outputs: 64 columns of a column
 a row sum. Split are those with few programs that each read many elements (``MIN_WORK``). A weight gradient's column sums over the tokens (``[4096, 1024]`` summed over its
 4096 rows, one per RMSNorm or LayerNorm weight, bias of a linear layer) then run 16 programs on
 an H200's 132 SMs, each walking 4096 rows, latency-bound: ~50-60 us where the bytes need ~8
-(the LLaMA step's backward, session 12 profile). A sum of a whole tensor runs one program.
+(the LLaMA step's backward in a 2026-12-04 profile, docs/perf-notes.md). A sum of a whole tensor runs one program.
 
 Split: the first reduction gives ``S`` partial results per output, each over a contiguous chunk
 of ``R / S`` of the reduced elements (row-major over the reduced dims), in the accumulator's
