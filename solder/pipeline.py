@@ -120,6 +120,7 @@ def _compile_graph(gm: fx.GraphModule, kind: str, ctx: CompileContext, child) ->
         # longer, the thread waited (for the GIL, held by the kernels' compile threads)
         captured["cpu_capture"] = time.thread_time() - ctx.started_cpu
     cache, key, cache_state = graph_cache.prepare(gm, kind, config, _interpreting())
+    logs.log.debug("%s: %d FX nodes, cache %s", name, len(gm.graph.nodes), cache_state)
     if key is not None:   # Solder's own time on a warm start too: the graph printed and hashed
         captured["cache_key"] = time.perf_counter() - t_key
     if key is not None and not dump:  # a dump wants every stage, so it compiles

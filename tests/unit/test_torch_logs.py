@@ -31,9 +31,12 @@ def _run(env_changes, cpu=False, interpret=True):
 
 
 def test_torch_logs_show_solders_log_and_artifacts(tmp_path):
-    err = _run({"TORCH_LOGS": "solder,output_code,schedule,perf_hints",
+    err = _run({"TORCH_LOGS": "+solder,output_code,schedule,perf_hints",
                 "TORCH_TRACE": str(tmp_path)})
     lines = err.splitlines()
+    # +solder: the debug lines too (torch's format marks DEBUG with V)
+    assert any(ln.startswith("V") and "graph0_inference: " in ln and "FX nodes" in ln
+               for ln in lines), err[-3000:]
     # the compile line, at INFO (torch's format starts a line with its level's letter)
     compiled = [ln for ln in lines if "solder: graph" in ln and "kernels" in ln]
     assert len(compiled) == 2 and all(ln.startswith("I") for ln in compiled), err[-3000:]
