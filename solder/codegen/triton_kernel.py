@@ -390,6 +390,15 @@ class KernelGen:
             for x in E.walk(p.value):
                 if x.op == "rref":
                     s = max(s, stage_of[x.args[0]] + 1)
+            target = getattr(p.buffer, "mutates", None)
+            if target:
+                # an in-place write goes no earlier than the members before it that read the
+                # old value (they were scheduled first; a later stage would run after it)
+                for other, q in k.prepared.items():
+                    if other == name:
+                        break
+                    if any(ld.args[0] == target for ld in E.loads_of(q.value)):
+                        s = max(s, stage_of[other])
             stage_of[name] = s
         n = max(stage_of.values(), default=0) + 1
         return [[k.prepared[m] for m in k.prepared if stage_of[m] == i] for i in range(n)]

@@ -185,3 +185,17 @@ def test_two_inputs_written_from_each_others_old_values(fn):
     # computed into a temporary first
     _compare(fn, lambda: (torch.tensor(1.5), torch.tensor(3.0)))
     _compare(fn, lambda: (torch.arange(4.0), torch.arange(4.0) * -1))
+
+
+def _old_value_read_after_a_reduction_in_the_writers_kernel(a0, a1, a2):
+    v2 = torch.nn.functional.leaky_relu(a0, 0.1)
+    v3 = torch.argsort(a2, dim=0, stable=True)   # a reduction: what reads it runs later
+    v5 = v3 - v2                                 # in the same kernel as the write below
+    a0[..., 1:].copy_(-1.5).narrow(0, 0, 1).lerp_(a1, 0.5)
+    return (v5,)
+
+
+def test_a_write_runs_after_reads_that_wait_for_a_reduction_in_its_kernel():
+    _compare(_old_value_read_after_a_reduction_in_the_writers_kernel,
+             lambda: (torch.tensor([0.5, -1.0, 2.0, 3.0]), torch.tensor([0.7]),
+                      torch.tensor([3, 1, 2, 0])))
