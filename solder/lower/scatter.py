@@ -326,11 +326,12 @@ def _scatter(call, target: Stored, loop_size, value, place, mode) -> Stored:
     return Stored(buf.name, layout)
 
 
-def _cast_back(call, t: Stored) -> TensorValue:
+def _cast_back(call, t: TensorValue) -> TensorValue:
     if t.dtype == call.dtype:
         return t
+    stride = list(t.layout.stride) if isinstance(t, Stored) else list(t.stride)
     return Virtual(call.size, call.dtype, call.device, lambda idx: E.cast(t.load(idx), call.dtype),
-                   stride=list(t.layout.stride))
+                   stride=stride)
 
 
 def _in_range(v: E.Value, n) -> E.Value:
@@ -546,7 +547,28 @@ def _scatter_family(call: Call, base, dim, index, src, reduce=None, include_self
     if not include_self:  # the reduction starts from its identity where anything lands
         ident = _identity(reduce, acc)
         target = _scatter(call, target, loop, lambda idx: E.const(ident, acc), place, "store")
-    return _cast_back(call, _scatter(call, target, loop, value, place, mode))
+    out = _scatter(call, target, loop, value, place, mode)
+    if reduce in ("amax", "amin") and acc.is_floating_point:
+        out = _nan_wins(call, base, out, loop, value, place, acc, include_self)
+    return _cast_back(call, out)
+
+
+def _nan_wins(call, base, out: Stored, loop, value, place, acc, include_self) -> TensorValue:
+    """amax/amin propagate NaN in eager; atomic max/min keep a number over a NaN. A NaN source
+    is stored after every atomic update (a kernel of its own: the scatter orders it), and a NaN
+    of the input it reduces into is kept where it is."""
+    def nan_place(idx):
+        coords, binds, ok = place(idx)
+        bad = E.call("isnan", E.cast(value(idx), acc), dtype=BOOL)
+        return coords, binds, bad if ok is None else E.call("logical_and", ok, bad, dtype=BOOL)
+    out = _scatter(call, out, loop, lambda idx: E.const(float("nan"), acc), nan_place, "store")
+    if not include_self:
+        return out
+
+    def fn(idx):
+        old = E.cast(base.load(idx), acc)
+        return E.call("where", E.call("isnan", old, dtype=BOOL), old, out.load(idx), dtype=acc)
+    return Virtual(out.size, acc, call.device, fn, stride=out.layout.stride)
 
 
 def _one_index_per_line(base, index, dim) -> bool:

@@ -158,3 +158,15 @@ def test_a_python_scalar_is_read_as_each_op_reads_it(op, dtype):
     x = (torch.randn(64, generator=torch.Generator().manual_seed(0)) * 3).to(dtype)
     out = torch.compile(fn, backend="solder")(x)
     assert torch.equal(out, fn(x))
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_scatter_reduce_max_and_min_propagate_nan(reduce, include_self, dtype):
+    nan = float("nan")
+    base = torch.tensor([1.0, nan, 3.0, -2.0]).to(dtype)
+    src = torch.tensor([nan, 5.0, -1.0, 0.5, 9.0]).to(dtype)
+    idx = torch.tensor([0, 1, 2, 2, 3])
+    check(lambda b, s, i: torch.scatter_reduce(b, 0, i, s, reduce, include_self=include_self),
+          base, src, idx)
