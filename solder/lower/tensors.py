@@ -153,25 +153,28 @@ def _position_to_index(pos, size, stride) -> list:
     order = [d for d in sorted(range(len(size)), key=lambda d: _stride_key(stride[d]),
                                 reverse=True) if not (size[d] == 1 or stride[d] == 0)]
     idx = [sympy.Integer(0)] * len(size)
-    outer = None
+    outer, rest, nested = None, pos, True
     for k, d in enumerate(order):
-        q = FloorDiv(pos, stride[d])
         if outer is None:
-            idx[d] = q
+            idx[d] = FloorDiv(pos, stride[d])
         else:
             span = sympy.simplify(outer / stride[d])
-            if span.is_integer and sympy.simplify(span - size[d]).is_nonnegative is not False:
-                idx[d] = ModIndex(q, span)
+            if nested and span.is_integer and \
+                    sympy.simplify(span - size[d]).is_nonnegative is not False:
+                idx[d] = ModIndex(FloorDiv(pos, stride[d]), span)
             elif _clears(stride[d], [(size[e], stride[e]) for e in order[k + 1:]]) and \
                     _clears(outer, [(size[e], stride[e]) for e in order[k:]]):
-                # strides that do not divide each other (rows 10 apart, every third column)
-                # but each clears the span of the smaller ones: the remainder, divided
-                idx[d] = FloorDiv(ModIndex(pos, outer), stride[d])
+                # strides that do not divide the ones above (rows 10 apart, every third
+                # column; or rows 20 apart of blocks of 6) but each clears the reach of the
+                # smaller ones: what is left after the outer dims, divided
+                nested = False
+                idx[d] = FloorDiv(rest, stride[d])
             else:
                 raise NotImplementedError(
                     f"a value with strides {list(stride)} for sizes {list(size)} overlaps "
                     f"itself: its views cannot be read through index arithmetic")
         outer = stride[d]
+        rest = ModIndex(rest, stride[d])
     return idx
 
 

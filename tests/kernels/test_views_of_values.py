@@ -74,3 +74,20 @@ def _copy_into_rows_with_a_step(b):
 
 def test_views_of_a_copy_into_a_view_whose_strides_do_not_nest():
     check(_copy_into_rows_with_a_step, torch.zeros(2, 10))
+
+
+def _write_through_an_input_with_blocks_of_rows(a0):
+    # a0 = b[:, 1::3] of a (2, 10, 2) b: strides (20, 6, 1), where 6 does not divide 20
+    a0[..., -1][1:] += torch.full((1, 3), -1.5, dtype=a0.dtype, device=a0.device)
+    return (torch.rot90(a0, 1, (0, 2)) * 1,)
+
+
+def test_views_of_an_updated_input_whose_strides_do_not_nest():
+    def run(f):
+        b = torch.arange(40.0).view(2, 10, 2)
+        out = f(b[:, 1::3])
+        return out, b
+    (ref,), base_ref = run(_write_through_an_input_with_blocks_of_rows)
+    (out,), base = run(torch.compile(_write_through_an_input_with_blocks_of_rows,
+                                     backend="solder"))
+    assert torch.equal(out, ref) and torch.equal(base, base_ref)
