@@ -140,7 +140,7 @@ class ExternBuffer(Buffer):
     layout_is_exact: bool = True
     # the buffer whose memory the result shares (an ATen view op run as a fallback, such as
     # view(dtype)): reading the result is reading that buffer, for the ordering of writes
-    aliases: Optional[str] = None
+    view_of: Optional[str] = None
 
     def reads(self) -> set[str]:
         out = set()

@@ -366,7 +366,7 @@ class GraphLowering:
             buf = ExternBuffer(name, self._extern_layout(val, args), op=op, args=cargs, kwargs=ckwargs,
                                kind=kind, reason=reason)
             if _is_view_op(op):
-                buf.aliases = next((a.name for a in cargs if isinstance(a, BufferArg)), None)
+                buf.view_of = next((a.name for a in cargs if isinstance(a, BufferArg)), None)
             self.add_buffer(buf)
             return Stored(name, buf.layout)
         if isinstance(val, (list, tuple)):

@@ -177,8 +177,8 @@ def schedule(graph, config: Config):
     by_name = graph.by_name
     views: dict[str, list] = {}   # buffer -> the ATen views of it
     for b in nodes:
-        if getattr(b, "aliases", None):
-            views.setdefault(b.aliases, []).append(b.name)
+        if isinstance(b, ExternBuffer) and b.view_of:
+            views.setdefault(b.view_of, []).append(b.name)
     for b in nodes:
         target = getattr(b, "mutates", None)
         if target:

@@ -77,10 +77,12 @@ FORWARD = {
                            [r(4, 6), r(2, 2), T([[0, 1], [0, 1]])], 3),
     "scatter_reduce_mean": (lambda a, b, i: torch.scatter_reduce(a, 0, i, b, "mean"),
                             [r(4, 6), r(2, 2), T([[0, 1], [0, 1]])], 3),
+    # amax/amin: copy, atomic update, then NaN stored where a source is NaN and the input's
+    # NaN kept (eager propagates NaN; an atomic max keeps a number): two more kernels
     "scatter_reduce_amax": (lambda a, b, i: torch.scatter_reduce(a, 0, i, b, "amax"),
-                            [r(4, 6), r(3, 2), T([[0, 1], [0, 1], [3, 1]])], 2),
+                            [r(4, 6), r(3, 2), T([[0, 1], [0, 1], [3, 1]])], 4),
     "scatter_reduce_amin": (lambda a, b, i: torch.scatter_reduce(a, 0, i, b, "amin", include_self=False),
-                            [r(4, 6), r(2, 2), T([[0, 1], [0, 1]])], 3),
+                            [r(4, 6), r(2, 2), T([[0, 1], [0, 1]])], 4),
     "index_copy": (lambda a, b, i: a.index_copy(0, i, b), [r(4, 6), r(2, 6), T([1, 3])], 2),
     "index_add": (lambda a, b, i: a.index_add(0, i, b, alpha=2), [r(4, 6), r(3, 6), T([0, 2, 2])], 2),
     "masked_scatter": (lambda a, b, m: a.masked_scatter(m, b), [r(4, 6), r(24), torch.rand(4, 6) > 0.5], 2),
@@ -334,7 +336,7 @@ GRAD = {
     "scatter_reduce_mean": (lambda a, b, i: torch.scatter_reduce(a, 0, i, b, "mean"),
                             [g(4, 6), g(2, 2), T([[0, 1], [0, 1]])], [3, 4]),
     "scatter_reduce_amax": (lambda a, b, i: torch.scatter_reduce(a, 0, i, b, "amax"),
-                            [g(4, 6), g(2, 2), T([[0, 1], [2, 1]])], [4, 4]),
+                            [g(4, 6), g(2, 2), T([[0, 1], [2, 1]])], [5, 4]),
     "index_copy": (lambda a, b, i: a.index_copy(0, i, b), [g(4, 6), g(2, 6), T([1, 3])], [2, 2]),
     "index_add": (lambda a, b, i: a.index_add(0, i, b, alpha=2), [g(4, 6), g(3, 6), T([0, 2, 2])], [2, 1]),
     "masked_scatter": (lambda a, b, m: a.masked_scatter(m, b), [g(4, 6), g(24), torch.rand(4, 6) > 0.5], [2, 2]),
