@@ -8,6 +8,7 @@
 #   AOT_MODELS=gpt2 scripts/gpu_check.sh aot            # AOT packages against inductor's
 #   COMPILE_TIME_CASES=resnet50 scripts/gpu_check.sh compile   # cold compiles, fresh processes
 #   scripts/gpu_check.sh conformance        # OpInfo suite on the GPU (CONF_ARGS, CONF_JOBS)
+#   REPROS=.repros FUZZ_BUDGET=300 scripts/gpu_check.sh correctness   # repros + differential fuzzing
 set -u
 OUT=${OUT:-/tmp/solder-gpu}; mkdir -p "$OUT"
 export PYTHONPATH=. PYTHONDONTWRITEBYTECODE=1
@@ -111,6 +112,17 @@ for part in "$@"; do
         > "$OUT/aot_$m.txt" 2>&1
       echo "aot $m rc=$?"; tail -14 "$OUT/aot_$m.txt"
     done
+    ;;
+  correctness)   # [REPROS=dir of repro scripts (DEV = 'cuda')] [FUZZ_SEED=100000 FUZZ_COUNT=20000
+                 # FUZZ_BUDGET=300 FUZZ_JOBS=12 FUZZ_FLAGS=--grad]: each repro's last line, then
+                 # random programs against eager until the budget is spent (fuzz.json, findings/)
+    for f in ${REPROS:+$REPROS/*.py}; do
+      printf '%s: ' "$f"; timeout 120 $PY "$f" 2>&1 | tail -1
+    done | tee "$OUT/repros.txt"
+    $PY -m solder fuzz --seed "${FUZZ_SEED:-100000}" --count "${FUZZ_COUNT:-20000}" \
+      --budget "${FUZZ_BUDGET:-300}" --jobs "${FUZZ_JOBS:-12}" --device cuda ${FUZZ_FLAGS:-} \
+      --out "$OUT/findings" --json "$OUT/fuzz.json" -q > "$OUT/fuzz.txt" 2>&1
+    echo "fuzz rc=$?"; head -40 "$OUT/fuzz.txt"
     ;;
   diag)   # DIAG="pytest args": one test with every stage dumped (in debug_diag.tgz)
     SOLDER_DEBUG_DIR="$OUT/debug/diag" timeout 120 $PY -m pytest -q -p no:cacheprovider -x $DIAG \

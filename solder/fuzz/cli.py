@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per program, compile included (default 180 on cpu, 60 on cuda)")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="start no program after this many seconds; the summary says how many "
+                        "seeds were left unrun (for runs under a wall-clock limit)")
     p.add_argument("--out", default="fuzz-findings",
                    help="folder for the failing programs' scripts (default ./fuzz-findings)")
     p.add_argument("--no-minimize", action="store_true", help="write failing programs as drawn")
@@ -86,7 +89,8 @@ def main(argv: Optional[list] = None) -> int:
     start = time.monotonic()
 
     from .workers import run_seeds
-    run_seeds(seeds, cfg, args.jobs, timeout, report.handle)
+    stop_at = start + args.budget if args.budget is not None else None
+    run_seeds(seeds, cfg, args.jobs, timeout, report.handle, stop_at=stop_at)
     report.seconds = time.monotonic() - start
     print(report.summary())
     if args.json:
@@ -167,10 +171,13 @@ class Report:
         c = self.counts
         programs = sum(c[k] for k in KINDS if k != EAGER_REJECTED)
         mode = "forward and gradients" if self.cfg.grad else "forward"
+        unrun = len(self.seeds) - len(self.records)
         ctl = self.cfg.control or "the control"
         lines = [f"fuzz: {programs} programs ({mode}, backend {self.cfg.backend}, "
                  f"{self.cfg.device}, seeds {self.seeds[0]}:{self.seeds[-1] + 1}) in "
-                 f"{self.seconds:.0f} s" if self.seeds else "fuzz: no seeds",
+                 f"{self.seconds:.0f} s" + (f"; {unrun} seeds left unrun (--budget)"
+                                            if unrun else "")
+                 if self.seeds else "fuzz: no seeds",
                  f"  passed {c[PASS]}, wrong {c[WRONG]}, errors {c[ERROR]}, timeouts "
                  f"{c[TIMEOUT]}, crashes {c[CRASH]}; explained: wrong under {ctl} too "
                  f"{c[CONTROL_WRONG]}, errors {ctl} raises too {c[CONTROL_ERROR]}",
@@ -192,7 +199,8 @@ class Report:
                 "control": self.cfg.control, "seconds": round(self.seconds, 1),
                 "counts": dict(self.counts, programs=sum(
                     self.counts[k] for k in KINDS if k != EAGER_REJECTED),
-                    rejected_draws=self.rejected),
+                    rejected_draws=self.rejected,
+                    unrun=len(self.seeds) - len(self.records)),
                 "programs": [self.records[s] for s in sorted(self.records)]}
 
 

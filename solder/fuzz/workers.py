@@ -116,9 +116,10 @@ def worker_env(device: str) -> dict:
 
 def run_seeds(seeds: list, cfg: RunConfig, jobs: int, timeout: float,
               handle: Callable[[int, Outcome, "Worker"], None],
-              log_dir: Optional[str] = None) -> None:
+              log_dir: Optional[str] = None, stop_at: Optional[float] = None) -> None:
     """Check each seed in a worker; handle(seed, outcome, worker) runs on the worker's thread
-    (it may ask the worker more, to minimize) and must do its own locking."""
+    (it may ask the worker more, to minimize) and must do its own locking. With stop_at (a
+    ``time.monotonic()`` value) no seed is started after it; the rest are left unrun."""
     pending: "queue.Queue[int]" = queue.Queue()
     for s in seeds:
         pending.put(s)
@@ -130,7 +131,7 @@ def run_seeds(seeds: list, cfg: RunConfig, jobs: int, timeout: float,
     def drive(number: int) -> None:
         worker = Worker(cfg, env, os.path.join(log_dir, f"worker-{number}.log"))
         try:
-            while True:
+            while stop_at is None or time.monotonic() < stop_at:
                 try:
                     seed = pending.get_nowait()
                 except queue.Empty:

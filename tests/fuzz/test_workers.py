@@ -52,3 +52,15 @@ def test_a_written_script_runs_on_its_own(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "match under aot_eager" in done.stdout and "--- output 0" in done.stdout
     assert program.source() in open(path).read()
+
+
+def test_a_budget_stops_taking_seeds_and_the_report_counts_the_rest(tmp_path, capsys):
+    import json
+
+    from solder.fuzz.cli import main
+    report = tmp_path / "r.json"
+    main(["--seeds", "0:50", "--backend", "aot_eager", "--device", "cpu", "--budget", "0",
+          "--out", str(tmp_path), "--json", str(report), "-q"])
+    counts = json.load(open(report))["counts"]
+    assert counts["programs"] == 0 and counts["unrun"] == 50
+    assert "50 seeds left unrun (--budget)" in capsys.readouterr().out
