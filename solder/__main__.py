@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"unknown command {name!r}; try: python -m solder --help", file=sys.stderr)
         return 2
-    if name in RUNS_KERNELS:
+    if name in RUNS_KERNELS and not _measures_cpu_paths(name, rest):
         from .interpreter import use_triton_interpreter_without_gpu
         use_triton_interpreter_without_gpu(name, rest)
     module = importlib.import_module(COMMANDS[name][0])
@@ -65,6 +65,12 @@ def version() -> str:
 
 # commands that run generated kernels: without a GPU they run them in Triton's interpreter
 RUNS_KERNELS = {"demo", "bench", "explain", "fuzz"}
+
+
+def _measures_cpu_paths(name: str, rest: list) -> bool:
+    """``bench --device cpu`` (not --quick) times the CPU paths: the interpreter stays off."""
+    joined = " ".join(rest).replace("--device=", "--device ")
+    return name == "bench" and "--device cpu" in joined and "--quick" not in rest
 
 
 

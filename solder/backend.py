@@ -47,6 +47,10 @@ def solder_backend(gm, example_inputs, options: Optional[dict] = None, _ctx=None
     import time
     ctx.started = time.perf_counter()
     ctx.started_cpu = time.thread_time()
+    from .pipeline import run_as_captured_on_cpu
+    as_captured = run_as_captured_on_cpu(gm, ctx)
+    if as_captured is not None:
+        return as_captured
     from .capture.aot import make_aot_backend
     return make_aot_backend(ctx)(gm, example_inputs)
 

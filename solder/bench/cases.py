@@ -99,6 +99,14 @@ def _leaves(x) -> list:
     return [x]
 
 
+def sized(device, quick: bool, toy, cpu, gpu):
+    """A case's sizes: toys with --quick (kernels in Triton's interpreter), mid sizes on the
+    CPU (``--device cpu``: eager's own CPU kernels and Solder's CPU path), full on a GPU."""
+    if quick:
+        return toy
+    return cpu if device.type == "cpu" else gpu
+
+
 def _randn(*shape, device, dtype=torch.float32):
     return torch.randn(*shape, device=device, dtype=dtype)
 
@@ -106,13 +114,13 @@ def _randn(*shape, device, dtype=torch.float32):
 # ---- memory-bound cases ------------------------------------------------------------------------
 
 def gelu_chain(device, quick):
-    n = 2**12 if quick else 2**27
+    n = sized(device, quick, 2**12, 2**22, 2**27)
     x = _randn(n, device=device)
     return Workload(lambda x: torch.tanh(torch.sigmoid(F.gelu(x)) * 2), (x,), min_bytes=2 * 4 * n)
 
 
 def layernorm(device, quick):
-    m, n = (32, 256) if quick else (16384, 4096)
+    m, n = sized(device, quick, (32, 256), (2048, 1024), (16384, 4096))
     x, w, b = _randn(m, n, device=device), _randn(n, device=device), _randn(n, device=device)
     return Workload(lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b), (x, w, b),
                     min_bytes=4 * (2 * m * n + 2 * n))
@@ -126,7 +134,7 @@ def _rmsnorm_residual(x, res, w, eps: float = 1e-6):
 
 def _residual_rows(device, quick):
     """x, res (m x n) and a weight w (n), bf16: the inputs of the RMSNorm cases."""
-    m, n = (32, 256) if quick else (16384, 4096)
+    m, n = sized(device, quick, (32, 256), (2048, 1024), (16384, 4096))
     bf16 = torch.bfloat16
     x, res = _randn(m, n, device=device, dtype=bf16), _randn(m, n, device=device, dtype=bf16)
     return (x, res, _randn(n, device=device, dtype=bf16)), m, n
@@ -138,14 +146,14 @@ def rmsnorm_residual(device, quick):
 
 
 def softmax(device, quick):
-    m, n = (32, 512) if quick else (16384, 8192)
+    m, n = sized(device, quick, (32, 512), (2048, 2048), (16384, 8192))
     x = _randn(m, n, device=device, dtype=torch.bfloat16)
     return Workload(lambda x: x.softmax(-1, dtype=torch.float32).to(torch.bfloat16), (x,),
                     min_bytes=2 * 2 * m * n)
 
 
 def cross_entropy(device, quick):
-    n, v = (32, 512) if quick else (8192, 32000)
+    n, v = sized(device, quick, (32, 512), (256, 8192), (8192, 32000))
     logits = _randn(n, v, device=device, dtype=torch.bfloat16).requires_grad_()
     target = torch.randint(0, v, (n,), device=device)
     return Workload(lambda logits, target: F.cross_entropy(logits, target), (logits, target),
@@ -153,7 +161,7 @@ def cross_entropy(device, quick):
 
 
 def as_strided_scatter(device, quick):
-    n = 2**12 if quick else 2**26
+    n = sized(device, quick, 2**12, 2**22, 2**26)
     a, b = _randn(n, device=device), _randn(n // 2, device=device)
     fn = lambda a, b: torch.as_strided_scatter(a * 8 + 10, b * 2 - 4,  # noqa: E731
                                                size=(a.numel() // 2,), stride=(2,))
@@ -161,7 +169,7 @@ def as_strided_scatter(device, quick):
 
 
 def slice_scatter(device, quick):
-    r, c = (64, 64) if quick else (8192, 8192)
+    r, c = sized(device, quick, (64, 64), (2048, 2048), (8192, 8192))
     a, b = _randn(r, c, device=device), _randn(r, c // 2, device=device)
     fn = lambda a, b: torch.slice_scatter(a * 3 + 1, b.sigmoid(), dim=1,  # noqa: E731
                                           start=c // 4, end=c // 4 + c // 2)
@@ -169,14 +177,14 @@ def slice_scatter(device, quick):
 
 
 def select_scatter(device, quick):
-    r, c = (256, 16) if quick else (2**20, 64)
+    r, c = sized(device, quick, (256, 16), (2**16, 64), (2**20, 64))
     a, b = _randn(r, c, device=device), _randn(r, device=device)
     fn = lambda a, b: torch.select_scatter(a * 2 + 1, b.sigmoid(), dim=1, index=7)  # noqa: E731
     return Workload(fn, (a, b), min_bytes=4 * (r * c + r + r * c))
 
 
 def index_put(device, quick):
-    r, c = (256, 16) if quick else (2**20, 64)
+    r, c = sized(device, quick, (256, 16), (2**16, 64), (2**20, 64))
     m = r // 4
     a, v = _randn(r, c, device=device), _randn(m, c, device=device)
     idx = torch.randperm(r, device=device)[:m]  # distinct rows: the result is deterministic

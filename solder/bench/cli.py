@@ -1,11 +1,12 @@
 """``python -m solder bench``: eager, inductor and Solder side by side in one process.
 
     python -m solder bench [--cases a,b] [--backends eager,inductor,solder] [--json out.json]
-                           [--quick] [--warmup MS] [--rep MS] [--rounds N] [--list]
+                           [--device cuda|cpu] [--quick] [--warmup MS] [--rep MS] [--rounds N] [--list]
 
 Progress goes to stderr as cases run; the tables go to stdout at the end, the same results to
 --json. Without a GPU the run is --quick (toy sizes, kernels in Triton's interpreter, CPU
-clock); it is a smoke test, not a measurement. Exit status: 0, or 1 when some backend gave a
+clock); it is a smoke test, not a measurement. ``--device cpu`` measures the CPU paths instead
+(eager's CPU kernels, inductor's C++, Solder's) at mid sizes, the interpreter off. Exit status: 0, or 1 when some backend gave a
 wrong result or raised, 2 for bad arguments.
 """
 from __future__ import annotations
@@ -31,6 +32,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--backends", default=DEFAULT_BACKENDS,
                    help="comma-separated: eager, inductor, solder or any Dynamo backend name")
     p.add_argument("--json", metavar="PATH", help="also write the results here as JSON")
+    p.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                   help="cuda (the default with a GPU) or cpu: eager's CPU kernels against "
+                        "the compilers' CPU paths at mid sizes, Triton's interpreter off "
+                        "(without a GPU and without --device the run is --quick instead)")
     p.add_argument("--quick", action="store_true",
                    help="toy sizes of every case (implied without a GPU)")
     p.add_argument("--warmup", type=float, default=None, help="warm-up per timing, ms")
@@ -53,7 +58,7 @@ def cold_cache_variables(scratch: str) -> dict:
 
 
 @contextlib.contextmanager
-def cold_cache_environment(device_type: str) -> Iterator[None]:
+def cold_cache_environment(device_type: str, interpret: bool = True) -> Iterator[None]:
     """Cold compiles for the run, everything restored afterwards: PyTorch's compile caches
     forced off (``torch.compiler.config.force_disable_caches``, which Inductor obeys; the
     environment variable TORCHINDUCTOR_FORCE_DISABLE_CACHES too, for compile workers), and
@@ -63,7 +68,7 @@ def cold_cache_environment(device_type: str) -> Iterator[None]:
 
     scratch = tempfile.mkdtemp(prefix="solder-bench-")
     changes = cold_cache_variables(scratch)
-    if device_type != "cuda":
+    if device_type != "cuda" and interpret:
         changes["TRITON_INTERPRET"] = os.environ.get("TRITON_INTERPRET", "1")
     saved = {k: os.environ.get(k) for k in changes}
     os.environ.update(changes)
@@ -137,8 +142,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         _log("no backends given")
         return 2
 
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    quick = args.quick or device.type != "cuda"
+    if args.device == "cuda" and not torch.cuda.is_available():
+        _log("--device cuda: no GPU here")
+        return 2
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    native_cpu = args.device == "cpu" and not args.quick
+    if native_cpu and os.environ.get("TRITON_INTERPRET") == "1":
+        _log("--device cpu measures the CPU paths: run it without TRITON_INTERPRET=1")
+        return 2
+    quick = args.quick or (device.type != "cuda" and not native_cpu)
     if quick and not args.quick:
         _log("no GPU: running --quick (toy sizes; a smoke test, not a measurement)")
     warmup = args.warmup if args.warmup is not None else (2 if quick else 25)
@@ -149,7 +161,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     settings = Settings(device, quick, warmup, rep, rounds)
 
-    with cold_cache_environment(device.type):
+    with cold_cache_environment(device.type, interpret=not native_cpu):
         torch.manual_seed(0)
         _log(f"copy ceiling on {device.type} ...")
         ceiling = copy_ceiling(device, 2**30 if device.type == "cuda" else 2**26, warmup, rep)
@@ -159,7 +171,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         warm_up_process(backends, device, _log)
         for i, case in enumerate(cases, 1):
             # a case's description gives its full sizes: a quick run says it runs others
-            what = "toy sizes (--quick)" if quick else case.description
+            what = ("toy sizes (--quick)" if quick else
+                    "CPU sizes (--device cpu)" if native_cpu else case.description)
             _log(f"[{i}/{len(cases)}] {case.name}: {what}")
             torch.manual_seed(0)
             run.cases.append(run_case(case, backends, settings, _log))

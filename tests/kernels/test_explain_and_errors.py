@@ -79,6 +79,30 @@ def test_cpu_graph_without_interpreter_runs_eagerly_and_says_so(monkeypatch):
     assert torch.allclose(out, x.sin() * 2)
 
 
+def test_cpu_graph_without_interpreter_runs_as_dynamo_captured_it(monkeypatch):
+    """Not AOTAutograd's decomposed graph op by op (gelu as nine ops): eager's own kernels,
+    gradients through eager autograd."""
+    import solder.pipeline as P
+    monkeypatch.setattr(P, "_interpreting", lambda: False)
+
+    def fn(t):
+        return torch.nn.functional.gelu(t * 2 + 1).softmax(-1).sum(-1)
+    x = torch.randn(6, 8, requires_grad=True)
+    r = solder.explain(fn, x.detach())
+    assert [g.kind for g in r.graphs] == ["as captured"], [g.kind for g in r.graphs]
+    assert "gelu" in r.graphs[0].fx_graph and "erf" not in r.graphs[0].fx_graph
+    compiled = torch.compile(fn, backend="solder")
+    compiled(x)
+    with torch.autograd.profiler.profile() as prof:
+        out = compiled(x)
+    names = {e.name for e in prof.function_events}
+    assert "aten::gelu" in names and "aten::erf" not in names, sorted(names)
+    out.sum().backward()
+    x2 = x.detach().clone().requires_grad_()
+    fn(x2).sum().backward()
+    assert torch.allclose(out, fn(x2)) and torch.allclose(x.grad, x2.grad)
+
+
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 def test_float8_casts_run_in_aten_and_say_why(dtype):
     def fn(x):
