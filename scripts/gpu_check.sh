@@ -113,16 +113,19 @@ for part in "$@"; do
       echo "aot $m rc=$?"; tail -14 "$OUT/aot_$m.txt"
     done
     ;;
-  correctness)   # [REPROS=dir of repro scripts (DEV = 'cuda')] [FUZZ_SEED=100000 FUZZ_COUNT=20000
+  correctness)   # [REPROS=dir of repro scripts (DEV = 'cuda')] [FUZZ_SEEDS=1,5:9 or FUZZ_SEED=100000 FUZZ_COUNT=20000
                  # FUZZ_BUDGET=300 FUZZ_JOBS=12 FUZZ_FLAGS=--grad]: each repro's last line, then
                  # random programs against eager until the budget is spent (fuzz.json, findings/)
     for f in ${REPROS:+$REPROS/*.py}; do
       printf '%s: ' "$f"; timeout 120 $PY "$f" 2>&1 | tail -1
     done | tee "$OUT/repros.txt"
-    $PY -m solder fuzz --seed "${FUZZ_SEED:-100000}" --count "${FUZZ_COUNT:-20000}" \
+    seeds=(--seed "${FUZZ_SEED:-100000}" --count "${FUZZ_COUNT:-20000}")
+    [ -n "${FUZZ_SEEDS:-}" ] && seeds=(--seeds "$FUZZ_SEEDS")
+    $PY -m solder fuzz "${seeds[@]}" \
       --budget "${FUZZ_BUDGET:-300}" --jobs "${FUZZ_JOBS:-12}" --device cuda ${FUZZ_FLAGS:-} \
       --out "$OUT/findings" --json "$OUT/fuzz.json" -q > "$OUT/fuzz.txt" 2>&1
     echo "fuzz rc=$?"; head -40 "$OUT/fuzz.txt"
+    [ -d "$OUT/findings" ] && (cd "$OUT" && tar czf findings.tgz findings && rm -rf findings)
     ;;
   diag)   # DIAG="pytest args": one test with every stage dumped (in debug_diag.tgz)
     SOLDER_DEBUG_DIR="$OUT/debug/diag" timeout 120 $PY -m pytest -q -p no:cacheprovider -x $DIAG \

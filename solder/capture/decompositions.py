@@ -199,6 +199,41 @@ def _index_add(x, dim, index, source, *, alpha=1):
     return aten.index_put(x, [None] * dim + [index.reshape(-1)], source, True).contiguous()
 
 
+def _index_fill(x, dim, index, value):
+    """``value`` stored at ``index`` along ``dim``: an ``index_put`` with the index in ``dim``'s
+    place, ``value`` converted to ``x``'s dtype as ATen does. PyTorch's own decomposition (in
+    torch 2.11) clones into an ``empty_permuted`` with a ``copy_``, which AOTAutograd then
+    refuses as a mutation in a functional graph. Strides: ``x``'s where it is dense, else
+    contiguous, as eager."""
+    torch._check(index.dim() <= 1,
+                 lambda: f"Index should have dimension 1 or 0 (got {index.dim()})")
+    if isinstance(value, torch.Tensor):
+        torch._check(value.dim() == 0, lambda: "Only supports 0-dimensional value tensor. "
+                     f"Got a tensor with {value.dim()} dimensions.")
+        fill = value.to(device=x.device, dtype=x.dtype)
+    else:
+        fill = torch.scalar_tensor(value, dtype=x.dtype, device=x.device)
+    if x.dim() == 0:
+        return aten.index_put(x.reshape(1), [index.reshape(-1)], fill).reshape(()).clone()
+    dim = dim % x.dim()
+    out = aten.index_put(x, [None] * dim + [index.reshape(-1)], fill)
+    if not _dense(x):
+        out = out.contiguous()
+    return out
+
+
+def _dense(x) -> bool:
+    """Non-overlapping and dense: every element once, no gaps (any order of dims)."""
+    expected = 1
+    for size, stride in sorted(zip(x.shape, x.stride()), key=lambda p: p[1]):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _repeat(self, repeats):
     """Each dim tiled ``r`` times: a view with a size-``r`` axis before each dim, expanded and
     copied contiguously, then merged. Eager's result is contiguous; PyTorch's decomposition
@@ -219,7 +254,8 @@ def _repeat(self, repeats):
 # Solder's own decompositions: ops PyTorch's tables leave whole
 OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.default: _repeat,
        aten.xlogy.Scalar_Other: _xlogy_scalar_other,
-       aten.index_add.default: _index_add, aten.index_reduce.default: _index_reduce,
+       aten.index_add.default: _index_add,
+       aten.index_fill.int_Scalar: _index_fill, aten.index_fill.int_Tensor: _index_fill, aten.index_reduce.default: _index_reduce,
        aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool_backward(2),
        aten.adaptive_max_pool3d_backward.default: _adaptive_max_pool_backward(3),
        aten.max_pool2d_with_indices_backward.default: _pool_indices_backward(2),

@@ -80,6 +80,13 @@ def _float_fmod(a: str, b: str) -> str:
     return f"({a} % {b})" if interpreting() else f"{LD}.fmod({a}, {b})"
 
 
+def _div_rn(a: str, b: str) -> str:
+    """a / b correctly rounded, as ATen divides: Triton's ``/`` on float32 is the GPU's
+    approximate division (up to 2 ulp off), which a floor or a truncation turns into a whole
+    unit (5 // 0.001 gave 4999 where eager gives 5000). The interpreter's ``/`` is numpy's."""
+    return f"({a} / {b})" if interpreting() else f"tl.math.div_rn({a}, {b})"
+
+
 def _floordiv(args, dtypes):
     a, b = args
     if _is_int(dtypes[0]):
@@ -88,12 +95,12 @@ def _floordiv(args, dtypes):
     # ATen's floor division of floats, step by step (floor(a / b) differs: inf // 2 is NaN
     # there, the quotient is rounded from (a - fmod(a, b)) / b, a zero keeps a / b's sign)
     mod = _float_fmod(a, b)
-    div = f"(({a} - {mod}) / {b})"
+    div = _div_rn(f"({a} - {mod})", b)
     div = f"tl.where(({mod} != 0) & (({b} < 0) != ({mod} < 0)), {div} - 1.0, {div})"
     fl = f"tl.floor({div})"
     fl = f"tl.where(({div}) - {fl} > 0.5, {fl} + 1.0, {fl})"
-    return (f"tl.where({b} == 0, {a} / {b}, "
-            f"tl.where(({div}) != 0, {fl}, ({a} / {b}) * 0.0))")
+    q = _div_rn(a, b)
+    return f"tl.where({b} == 0, {q}, tl.where(({div}) != 0, {fl}, {q} * 0.0))"
 
 
 def _remainder(args, dtypes):
@@ -118,7 +125,7 @@ def _truncdiv(args, dtypes):
     a, b = args
     if _is_int(dtypes[0]):
         return f"({a} // {b})"  # Triton's integer division truncates, like C
-    return f"_trunc({a} / {b})"
+    return f"_trunc({_div_rn(a, b)})"
 
 
 def _abs(args, dtypes):
@@ -177,6 +184,7 @@ SCALAR_OPS = {
     "sub": _fmt("({0} - {1})"),
     "mul": _fmt("({0} * {1})"),
     "truediv": _fmt("({0} / {1})"),
+    "truediv_rn": lambda args, dtypes: _div_rn(*args),   # where a rounding follows
     "floordiv": _floordiv,
     "truncdiv": _truncdiv,
     "remainder": _remainder,

@@ -29,7 +29,8 @@ FAILURES = (WRONG, ERROR, TIMEOUT, CRASH)
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m solder fuzz", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seeds", metavar="A:B", default=None, help="the seeds A to B-1")
+    p.add_argument("--seeds", metavar="A:B", default=None,
+                   help="the seeds A to B-1; or seeds and ranges separated by commas (1,5,10:20)")
     p.add_argument("--count", type=int, default=100, help="programs (default 100)")
     p.add_argument("--seed", type=int, default=0, help="first seed, with --count (default 0)")
     p.add_argument("--grad", action="store_true",
@@ -64,11 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_seeds(args) -> list:
     if args.seeds is None:
         return list(range(args.seed, args.seed + args.count))
+    seeds = []
     try:
-        a, b = (int(x) for x in args.seeds.split(":"))
+        for part in args.seeds.split(","):
+            if ":" in part:
+                a, b = (int(x) for x in part.split(":"))
+                seeds += range(a, b)
+            else:
+                seeds.append(int(part))
     except ValueError:
-        raise SystemExit(f"--seeds wants A:B (two integers), got {args.seeds!r}") from None
-    return list(range(a, b))
+        raise SystemExit(f"--seeds wants A:B or seeds and ranges separated by commas "
+                         f"(1,5,10:20), got {args.seeds!r}") from None
+    return seeds
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -174,7 +182,7 @@ class Report:
         unrun = len(self.seeds) - len(self.records)
         ctl = self.cfg.control or "the control"
         lines = [f"fuzz: {programs} programs ({mode}, backend {self.cfg.backend}, "
-                 f"{self.cfg.device}, seeds {self.seeds[0]}:{self.seeds[-1] + 1}) in "
+                 f"{self.cfg.device}, seeds {self._seed_text()}) in "
                  f"{self.seconds:.0f} s" + (f"; {unrun} seeds left unrun (--budget)"
                                             if unrun else "")
                  if self.seeds else "fuzz: no seeds",
@@ -193,6 +201,12 @@ class Report:
                 lines.append(f"{title}:")
                 lines += ["  " + self._line(r) for r in rows]
         return "\n".join(lines)
+
+    def _seed_text(self) -> str:
+        s = self.seeds
+        if s == list(range(s[0], s[-1] + 1)):
+            return f"{s[0]}:{s[-1] + 1}"
+        return ",".join(map(str, s[:20])) + (f",... ({len(s)} seeds)" if len(s) > 20 else "")
 
     def to_json(self) -> dict:
         return {"backend": self.cfg.backend, "device": self.cfg.device, "grad": self.cfg.grad,

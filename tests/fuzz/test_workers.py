@@ -64,3 +64,10 @@ def test_a_budget_stops_taking_seeds_and_the_report_counts_the_rest(tmp_path, ca
     counts = json.load(open(report))["counts"]
     assert counts["programs"] == 0 and counts["unrun"] == 50
     assert "50 seeds left unrun (--budget)" in capsys.readouterr().out
+
+
+def test_seeds_as_a_list_of_seeds_and_ranges():
+    import argparse
+
+    from solder.fuzz.cli import parse_seeds
+    assert parse_seeds(argparse.Namespace(seeds="7,3:5,100", seed=0, count=1)) == [7, 3, 4, 100]

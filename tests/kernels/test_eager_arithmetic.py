@@ -155,7 +155,8 @@ def test_a_python_scalar_is_read_as_each_op_reads_it(op, dtype):
           "mul": lambda x: x * s, "div": lambda x: x / s,
           "floor": lambda x: torch.div(x, s, rounding_mode="floor"),
           "trunc": lambda x: torch.div(x, s, rounding_mode="trunc")}[op]
-    x = (torch.randn(64, generator=torch.Generator().manual_seed(0)) * 3).to(dtype)
+    x = torch.randn(64, generator=torch.Generator().manual_seed(0), device="cpu")
+    x = (x * 3).to(dtype=dtype, device=torch.empty(0).device)   # (the default device)
     out = torch.compile(fn, backend="solder")(x)
     assert torch.equal(out, fn(x))
 
@@ -170,3 +171,25 @@ def test_scatter_reduce_max_and_min_propagate_nan(reduce, include_self, dtype):
     idx = torch.tensor([0, 1, 2, 2, 3])
     check(lambda b, s, i: torch.scatter_reduce(b, 0, i, s, reduce, include_self=include_self),
           base, src, idx)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
+def test_index_fill_in_every_form(dtype):
+    # Solder's own decomposition: PyTorch's (torch 2.11) made a copy_ into an empty_permuted,
+    # which AOTAutograd refused in a functional graph (every index_fill failed to compile)
+    idx = torch.tensor([0, 2, 0, -1])
+
+    def fn(x, y):
+        i = idx.to(x.device)
+        a = torch.index_fill(x, 1, i, 1)
+        b = torch.index_fill(x.t(), 0, i[1], torch.tensor(0, dtype=torch.float64))
+        c = x[:, ::2].index_fill(1, i[:1], 0)
+        d = y.expand(3, 2, 4).diagonal().clone().index_fill_(0, i[3:], 1)
+        e = torch.index_fill(y[0, 0, 0], 0, i[:1], 1)
+        return a, b, c, d, e
+    check(fn, _sample(dtype, (4, 4)), _sample(dtype, (1, 2, 4)))
+
+
+def test_index_fill_gradient():
+    idx = torch.tensor([1, 1, 3])
+    check(lambda x: torch.index_fill(x * 2, 0, idx, 0.5).sin(), torch.randn(5, 3), grad=True)

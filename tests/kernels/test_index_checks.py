@@ -109,6 +109,9 @@ def test_indices_in_range_by_construction_are_not_checked(fn, checked):
 def test_an_index_that_moves_no_element_is_not_checked(fn, x):
     # eager checks an index where it reads or writes an element: none here
     i = T([5])
+    if x.is_cuda and x.dim() == 3:
+        pytest.skip("eager's CUDA index_put with accumulate checks the index on the device "
+                    "(an assert that leaves the process's GPU context unusable)")
     ref = fn(x, i)
     out = torch.compile(fn, backend="solder")(x, i)
     assert out.shape == ref.shape
