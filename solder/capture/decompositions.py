@@ -234,6 +234,94 @@ def _dense(x) -> bool:
     return True
 
 
+def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """PyTorch's decomposition with ``dim`` made non-negative first: torch 2.11's compares
+    dims with ``d not in dim`` when every reduced dim has size 1, so ``dim=-1`` of a (1,)
+    tensor kept the dim (shape (1,) where eager's is ())."""
+    if dim is not None:
+        n = x.dim()
+        dims = [dim] if isinstance(dim, int) else list(dim)
+        dim = [d + n if n and -n <= d < 0 else d for d in dims]
+    return _TORCH_VECTOR_NORM(x, ord, dim, keepdim, dtype=dtype)
+
+
+def _moments(x, dim, correction, keepdim):
+    """Variance and mean over ``dim``, two passes over ``x`` shifted by its first element
+    along the reduced dims. Eager's Welford updates give a constant row a variance of exactly
+    0 and its value as the mean; the plain two-pass (PyTorch's decomposition) rounds ``sum / n``
+    away from the value, and the variance comes out tiny but not 0: a layer norm of a constant
+    row off its bias, ``1 / var`` finite where eager's is inf. Shifted, a constant row is 0
+    throughout, and an infinite element makes the mean NaN, as Welford's does."""
+    n_dims = x.dim()
+    dims = list(range(n_dims)) if dim is None or (not isinstance(dim, int) and len(dim) == 0) \
+        else [d % max(n_dims, 1) for d in ([dim] if isinstance(dim, int) else dim)]
+    corr = 1 if correction is None else correction
+    low = x.dtype in (torch.float16, torch.bfloat16)
+    xf = x.to(torch.float32) if low else x
+    n = 1
+    for d in dims:
+        n = n * (x.shape[d] if n_dims else 1)
+    if n_dims and not _known_zero(n):
+        first = tuple(slice(0, 1) if d in dims else slice(None) for d in range(n_dims))
+        shift = xf[first]
+    else:
+        shift = None
+    dev = xf - shift if shift is not None else xf
+    mean_dev = torch.sum(dev, dims, keepdim=True) / n
+    var = torch.sum((dev - mean_dev) ** 2, dims, keepdim=keepdim) / max(n - corr, 0)
+    mean = mean_dev + shift if shift is not None else mean_dev
+    if not keepdim:
+        mean = mean.squeeze(dims) if dims else mean
+    if low:
+        var, mean = var.to(x.dtype), mean.to(x.dtype)
+    return var, mean
+
+
+def _known_zero(n) -> bool:
+    try:
+        from torch.fx.experimental.symbolic_shapes import guard_or_false
+        return guard_or_false(n == 0)
+    except ImportError:
+        return bool(n == 0)
+
+
+def _real_only(overload, own, theirs):
+    """Solder's decomposition for real tensors, PyTorch's for complex ones; for each overload
+    (``unbiased`` is a correction of 1 or 0)."""
+    name = overload._overloadname
+
+    def decompose(x, *args, **kwargs):
+        if x.is_complex():
+            return theirs(x, *args, **kwargs)
+        if name == "default":         # (x, unbiased=True)
+            unbiased = args[0] if args else kwargs.get("unbiased", True)
+            return own(x, None, int(unbiased), False)
+        if name == "dim":             # (x, dim, unbiased=True, keepdim=False)
+            params = dict(zip(("dim", "unbiased", "keepdim"), args), **kwargs)
+            return own(x, params.get("dim"), int(params.get("unbiased", True)),
+                       params.get("keepdim", False))
+        dim = args[0] if args else kwargs.get("dim")   # correction: (x, dim=None, *, ...)
+        return own(x, dim, kwargs.get("correction"), kwargs.get("keepdim", False))
+    return decompose
+
+
+def _var_mean(x, dim, correction, keepdim):
+    return _moments(x, dim, correction, keepdim)
+
+
+def _var(x, dim, correction, keepdim):
+    return _moments(x, dim, correction, keepdim)[0]
+
+
+def _std(x, dim, correction, keepdim):
+    return torch.sqrt(_moments(x, dim, correction, keepdim)[0])
+
+
+def _std_mean(x, dim, correction, keepdim):
+    var, mean = _moments(x, dim, correction, keepdim)
+    return torch.sqrt(var), mean
+
+
 def _repeat(self, repeats):
     """Each dim tiled ``r`` times: a view with a size-``r`` axis before each dim, expanded and
     copied contiguously, then merged. Eager's result is contiguous; PyTorch's decomposition
@@ -251,10 +339,18 @@ def _repeat(self, repeats):
         memory_format=torch.contiguous_format).reshape(out)
 
 
-# Solder's own decompositions: ops PyTorch's tables leave whole
+_TORCH_VECTOR_NORM = get_decompositions([aten.linalg_vector_norm])[aten.linalg_vector_norm.default]
+_MOMENTS = {getattr(packet, name): (own, get_decompositions([packet])[getattr(packet, name)])
+            for packet, own in ((aten.var_mean, _var_mean), (aten.var, _var),
+                                (aten.std, _std), (aten.std_mean, _std_mean))
+            for name in ("default", "dim", "correction")}
+
+# Solder's own decompositions: ops PyTorch's tables leave whole (or get wrong)
 OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.default: _repeat,
        aten.xlogy.Scalar_Other: _xlogy_scalar_other,
        aten.index_add.default: _index_add,
+       aten.linalg_vector_norm.default: _vector_norm,
+       **{op: _real_only(op, own, theirs) for op, (own, theirs) in _MOMENTS.items()},
        aten.index_fill.int_Scalar: _index_fill, aten.index_fill.int_Tensor: _index_fill, aten.index_reduce.default: _index_reduce,
        aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool_backward(2),
        aten.adaptive_max_pool3d_backward.default: _adaptive_max_pool_backward(3),

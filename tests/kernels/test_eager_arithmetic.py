@@ -193,3 +193,52 @@ def test_index_fill_in_every_form(dtype):
 def test_index_fill_gradient():
     idx = torch.tensor([1, 1, 3])
     check(lambda x: torch.index_fill(x * 2, 0, idx, 0.5).sin(), torch.randn(5, 3), grad=True)
+
+
+@pytest.mark.parametrize("dim", [-1, 0, (-1,), None])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_vector_norm_over_dims_of_size_one(dim, keepdim):
+    # torch 2.11's decomposition kept a reduced dim of size 1 given as a negative index
+    check(lambda x, y: (torch.linalg.vector_norm(x, 3, dim=dim, keepdim=keepdim),
+                        torch.linalg.vector_norm(y, dim=dim, keepdim=keepdim)),
+          torch.randn(1).half(), torch.randn(3, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_statistics_of_a_constant_row_are_exact(dtype):
+    # eager's Welford updates give a constant row a variance of exactly 0 and its value as the
+    # mean: a normalization returns its bias there, and 1 / var is inf. A plain two-pass
+    # variance rounds sum / n away from the value (the layer norm was off by 1e-4, 1 / var
+    # finite)
+    import torch.nn.functional as F
+    x = torch.randn(4, 6, 10).to(dtype)
+    x[0] = 0.1
+    x[1, 2] = -3.7
+    x[:, 3] = 2.3   # a constant channel for the batch norm
+    w, b = torch.randn(10).to(dtype), torch.randn(10).to(dtype)
+    cw, cb = torch.randn(6).to(dtype), torch.randn(6).to(dtype)
+
+    def fn(x, w, b, cw, cb):
+        var, mean = torch.var_mean(x, -1)
+        return (var, mean, 1 / var, torch.std(x, (1, 2)), F.layer_norm(x, (10,), w, b),
+                F.group_norm(x, 3, cw, cb), F.batch_norm(x, None, None, cw, cb, training=True))
+    args = (x, w, b, cw, cb)
+    out, ref = torch.compile(fn, backend="solder")(*args), fn(*args)
+    exact = [(o[0], r[0]) for o, r in zip(out[:4], ref[:4])] + [
+        (out[4][0], ref[4][0]), (out[4][1, 2], ref[4][1, 2])]
+    # the batch norm's constant channel is its bias: eager's CUDA kernel (Welford) says so;
+    # its CPU kernel takes two passes and is off by rounding there. (A group norm applies
+    # x * (rstd * w) + (b - mean * rstd * w), in eager's kernels too: not exact.)
+    exact.append((out[6][:, 3], cb[3].expand(4, 10)))
+    torch.testing.assert_close(out[5], ref[5], rtol=2e-2, atol=2e-2)
+    for k, (o, r) in enumerate(exact):
+        assert torch.equal(o, r), (k, o.flatten()[:12], r.flatten()[:12])
+
+
+def test_mean_of_infinities_is_nan_as_eager_var_mean_gives_it():
+    inf = float("inf")
+    y = torch.tensor([[-inf, -inf, -inf], [1.0, 2.0, inf], [inf, 1.0, 2.0]])
+    out = torch.compile(lambda y: torch.var_mean(y, 1), backend="solder")(y)
+    ref = torch.var_mean(y, 1)
+    for o, r in zip(out, ref):
+        assert torch.equal(o.isnan(), r.isnan()) and torch.equal(o[~o.isnan()], r[~r.isnan()])
