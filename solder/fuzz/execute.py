@@ -120,11 +120,13 @@ def _jitter(ins, bases, rel):
             t.copy_(t.double() * (1 + rel * u.to(t.device)))
 
 
-def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False, jitter=0.0):
+def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False, jitter=0.0,
+        backward=True):
     """Call fn once on fresh inputs (eager when backend is None) and return [Observed].
     laws: {output position: law} for the outputs of random ops (compared by law, left out of
     the gradient's loss); jitter: inputs perturbed by this relative amount (eager's own
-    sensitivity, for the comparison)."""
+    sensitivity, for the comparison); backward=False: with grad, inputs that require
+    gradients but no backward (what the forward alone gives)."""
     ins, bases, leaves = make_inputs(up, grad)
     if jitter:
         _jitter(ins, bases, jitter)
@@ -141,7 +143,7 @@ def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False, jit
            for k, t in enumerate(outs)]
     res += [Observed(f"input {n} after the call", t) for n, t in zip(names, ins)]
     res += [Observed(f"storage under {n} after the call", b) for n, b in bases]
-    if grad and leaves:
+    if grad and leaves and backward:
         tensors = list(outs) + list(ins) + [b for _, b in bases]
         terms = []
         for k, (o, t) in enumerate(zip(res, tensors)):

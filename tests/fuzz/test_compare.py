@@ -191,3 +191,15 @@ def test_strides_the_meta_functions_promise_are_accepted():
     assert verdict(eager, [Observed("output 0", as_meta)]) == []
     eager[0].meta_strides = None      # without the prediction, the same output differs
     assert verdict(eager, [Observed("output 0", as_meta)])[0][1] == "stride"
+
+
+def test_a_control_whose_backward_raises_still_explains_its_forward():
+    # seed 60014: an output that views an input the program writes in place
+    # (a0.contiguous().remainder_(a1)): under gradients AOTAutograd returns it as a new tensor,
+    # and aot_eager's backward then raises on the saved input's version; Solder (which saves
+    # such inputs by value) runs the backward, and its forward shares aot_eager's difference
+    from solder.fuzz.run import CONTROL_WRONG, RunConfig, check_seed
+    out = check_seed(60014, RunConfig(backend="solder", device="cpu", grad=True,
+                                      control="aot_eager"))
+    assert out.kind == CONTROL_WRONG, out.detail
+    assert "its backward raises" in out.control and "a new tensor" in out.control
