@@ -318,9 +318,13 @@ def _trunc(x):
 
 @triton.jit
 def _round_half_even(x):
+    # integers (every float from 2**23 up in float32: x + 0.5 would round there), infinities
+    # and zeros are their own rounding; a result of 0 keeps x's sign (round(-0.3) is -0.0)
     r = tl.floor(x + 0.5)
     tie = (r - x) == 0.5
-    return tl.where(tie & ((r % 2) != 0), r - 1.0, r)
+    r = tl.where(tie & ((r % 2) != 0), r - 1.0, r)
+    r = tl.where(r == 0, x * 0.0, r)
+    return tl.where(tl.floor(x) == x, x, r)
 
 
 @triton.jit

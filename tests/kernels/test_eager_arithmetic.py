@@ -242,3 +242,14 @@ def test_mean_of_infinities_is_nan_as_eager_var_mean_gives_it():
     ref = torch.var_mean(y, 1)
     for o, r in zip(out, ref):
         assert torch.equal(o.isnan(), r.isnan()) and torch.equal(o[~o.isnan()], r[~r.isnan()])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_round_keeps_the_sign_of_zero_and_leaves_integers(dtype):
+    # round(-0.3) is -0.0 (1 / it is -inf), and a float32 integer above 2**23 is its own
+    # rounding (x + 0.5 rounds to the next even integer there)
+    x = torch.tensor([-0.3, -0.5, 0.5, -0.0, 2.5, -3.5, 8388609.0, 2.0**52 + 1, float("inf"),
+                      float("nan"), 1e-8]).to(dtype)
+    _same_bits(torch.compile(torch.round, backend="solder")(x), torch.round(x))
+    fn = lambda a: torch.div(a, torch.round(a), rounding_mode="trunc")  # noqa: E731
+    _same_bits(torch.compile(fn, backend="solder")(x), fn(x))
