@@ -91,7 +91,7 @@ class Observed:
         self.strides = None if t is None else tuple(t.stride())
         self.offset = None if t is None else t.storage_offset()
         self.alias, self.law = alias, law
-        self.meta_strides = None    # what PyTorch's meta functions predict (see meta_strides)
+        self.meta_strides = []      # what PyTorch's meta functions predict (attach_meta_strides)
 
 
 def _storage_of(t):
@@ -174,8 +174,30 @@ def attach_meta_strides(observed, fn, make_inputs, rng_seed):
         strides = [tuple(t.stride()) if isinstance(t, torch.Tensor) else None for t in outs]
     except Exception:  # noqa: BLE001 - then eager's strides are the only ones accepted
         return
+    _attach(observed, strides)
+
+
+def attach_decomposed_strides(observed, fn, make_inputs, rng_seed):
+    """The same through core ATen's decompositions, as torch.compile traces (make_fx on fake
+    tensors): a decomposed op's meta strides can differ again (``stack`` of channels-last
+    values: ``cat`` of views whose size-1 dims carry other strides than eager's)."""
+    from torch._decomp import core_aten_decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+    try:
+        ins, _, _ = make_inputs(False, False)
+        torch.manual_seed(rng_seed)
+        gm = make_fx(lambda *a: tuple(fn(*a)), decomposition_table=core_aten_decompositions(),
+                     tracing_mode="fake")(*[t.clone() for t in ins])
+        vals = [n.meta.get("val") for n in gm.graph.output_node().args[0]]
+        strides = [tuple(v.stride()) if isinstance(v, torch.Tensor) else None for v in vals]
+    except Exception:  # noqa: BLE001 - then the other strides are the only ones accepted
+        return
+    _attach(observed, strides)
+
+
+def _attach(observed, strides):
     for o in observed:
         if o.label.startswith("output "):
             k = int(o.label.split(" ")[1])
-            if k < len(strides):
-                o.meta_strides = strides[k]
+            if k < len(strides) and strides[k] is not None:
+                o.meta_strides.append(strides[k])

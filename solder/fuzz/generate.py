@@ -160,11 +160,15 @@ def _runs(code: str, ns: dict, target: Optional[str]) -> bool:
 
 
 def _writable(stmt: Stmt, t: torch.Tensor, ns: dict, variables: list) -> bool:
-    """False for a view made through as_strided, and for views of such a view."""
+    """False for a view made through as_strided, for a view in another dtype (a float view of
+    an integer input: the integers would hold a computed float's bits, where one unit of
+    rounding or a NaN's unspecified sign and payload shows as a different integer), and for
+    views of such views."""
     operands = {v.name: v for v in variables}
     for name in stmt.uses():
         if name in operands and _storage(ns[name]) == _storage(t) and _storage(t) is not None:
-            if not operands[name].writable or "as_strided(" in stmt.code:
+            if not operands[name].writable or "as_strided(" in stmt.code \
+                    or ns[name].dtype != t.dtype:
                 return False
     return True
 

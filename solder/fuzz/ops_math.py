@@ -7,7 +7,9 @@ Rules kept here, for eager's undefined behaviour (docs/ARCHITECTURE.md, "Differe
   raises on the CPU, a GPU's result is undefined);
 - a float is made finite and small before it becomes an integer (``nan_to_num().clamp()``):
   casting NaN, inf or an out-of-range float to an integer type is undefined behaviour in C++;
-- sorts are stable and top-k returns values only: the order of ties is unspecified otherwise.
+- sorts are stable and top-k returns values only: the order of ties is unspecified otherwise;
+- no NaN's sign is read (``signbit`` and ``copysign``'s sign operand go through ``nan_to_num``):
+  it is unspecified (x86's 0/0 sets it, CUDA's does not).
 """
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ UNARY_FLOAT = ("neg", "abs", "exp", "sin", "cos", "tanh", "sigmoid", "erf", "exp
 # ops outside their domain give NaN; most of the time the operand is moved into it
 DOMAIN = {"log": ".abs()", "sqrt": ".abs()", "rsqrt": ".abs()", "log1p": ".abs()",
           "log2": ".abs()", "asin": ".clamp(-1, 1)", "acos": ".clamp(-1, 1)",
-          "erfinv": ".clamp(-0.99, 0.99)", "logit": ".sigmoid()"}
+          "erfinv": ".clamp(-0.99, 0.99)", "logit": ".sigmoid()",
+          # a NaN's sign is unspecified (x86's 0/0 sets it, CUDA's does not): never read
+          "signbit": ".nan_to_num(0.0)"}
 ACTIVATIONS = ("F.relu({x})", "F.gelu({x})", "F.gelu({x}, approximate='tanh')", "F.silu({x})",
                "F.leaky_relu({x}, 0.1)", "F.softplus({x})", "F.hardtanh({x})", "F.elu({x})",
                "F.mish({x})", "F.hardswish({x})", "F.logsigmoid({x})")
@@ -40,7 +44,7 @@ def draw_unary(c: Ctx):
             form = c.rng.choice(ACTIVATIONS)
             return Draft(form.format(x=x.name), form.split("(")[0].removeprefix("F."))
         name = c.rng.choice(UNARY_FLOAT)
-        arg = x.name + (DOMAIN.get(name, "") if c.chance(0.7) else "")
+        arg = x.name + (DOMAIN.get(name, "") if c.chance(0.7) or name == "signbit" else "")
         return Draft(f"torch.{name}({arg})", name)
     if x.boolean:
         return Draft(c.rng.choice((f"~{x.name}", f"torch.logical_not({x.name})")), "logical_not")
@@ -74,6 +78,8 @@ def draw_binary(c: Ctx):
         fn = c.rng.choice(("maximum", "minimum", "fmax", "fmin"))
         if y[0].isdigit() or y[0] == "-" or y in ("True", "False"):
             y = c.const((), x)
+        if fn == "copysign":   # the sign of a NaN is unspecified: never copied
+            y = f"{y}.nan_to_num(0.0)" if y[0].isalpha() else y
         return Draft(f"torch.{fn}({x.name}, {y})", fn)
     if kind == "compare":
         sym = c.rng.choice(("<", "<=", ">", ">=", "==", "!="))
@@ -97,6 +103,8 @@ def draw_binary(c: Ctx):
                          "lerp")
         if y[0].isdigit() or y[0] == "-" or y in ("True", "False"):
             y = c.const((), x)
+        if fn == "copysign":   # the sign of a NaN is unspecified: never copied
+            y = f"{y}.nan_to_num(0.0)" if y[0].isalpha() else y
         return Draft(f"torch.{fn}({x.name}, {y})", fn)
     if kind == "where":
         cond = c.pick(lambda v: v.boolean and v.numel <= 256)

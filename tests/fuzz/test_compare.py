@@ -184,13 +184,36 @@ def test_strides_the_meta_functions_promise_are_accepted():
         return [torch.randn(2, 2).t()], [], []
     eager = [Observed("output 0", fn(make_inputs()[0][0])[0])]
     attach_meta_strides(eager, fn, make_inputs, 0)
-    meta = eager[0].meta_strides
+    meta = eager[0].meta_strides[0]
     if meta == eager[0].strides:
         pytest.skip("this torch's meta function agrees with its kernel")
     as_meta = torch.empty_strided((2, 2), meta).copy_(eager[0].tensor)
     assert verdict(eager, [Observed("output 0", as_meta)]) == []
-    eager[0].meta_strides = None      # without the prediction, the same output differs
+    eager[0].meta_strides = []        # without the prediction, the same output differs
     assert verdict(eager, [Observed("output 0", as_meta)])[0][1] == "stride"
+
+
+def test_strides_of_the_decomposed_trace_are_accepted():
+    # stack of channels-last values: torch.compile traces it as cat of views, whose meta
+    # strides (16, 1, 8, 4, 2, 2) are not eager's (16, 8, 4, 2, 1, 1) nor stack's own meta
+    from solder.fuzz.compare import verdict
+    from solder.fuzz.execute import Observed, attach_decomposed_strides, attach_meta_strides
+
+    def fn(a):
+        v1 = torch.stack([a, a], -2)
+        return (torch.stack([v1, torch.exp2(v1)], -2),)
+
+    def make_inputs(up=False, grad=False):
+        return [torch.randn(1, 2, 2, 1).contiguous(memory_format=torch.channels_last)], [], []
+    eager = [Observed("output 0", fn(make_inputs()[0][0])[0])]
+    attach_meta_strides(eager, fn, make_inputs, 0)
+    traced = torch.empty_strided(eager[0].tensor.shape, (16, 1, 8, 4, 2, 2))
+    traced.copy_(eager[0].tensor)
+    if eager[0].strides == traced.stride():
+        pytest.skip("this torch's stack agrees with the traced cat")
+    assert verdict(eager, [Observed("output 0", traced)])[0][1] == "stride"
+    attach_decomposed_strides(eager, fn, make_inputs, 0)
+    assert verdict(eager, [Observed("output 0", traced)]) == []
 
 
 def test_a_control_whose_backward_raises_still_explains_its_forward():
