@@ -84,7 +84,7 @@ def _div_rn(a: str, b: str) -> str:
     """a / b correctly rounded, as ATen divides: Triton's ``/`` on float32 is the GPU's
     approximate division (up to 2 ulp off), which a floor or a truncation turns into a whole
     unit (5 // 0.001 gave 4999 where eager gives 5000). The interpreter's ``/`` is numpy's."""
-    return f"({a} / {b})" if interpreting() else f"tl.math.div_rn({a}, {b})"
+    return f"({a} / {b})" if interpreting() else f"_div_rn({a}, {b})"
 
 
 def _floordiv(args, dtypes):
@@ -311,6 +311,16 @@ SCALAR_OPS = {
 
 # Helpers the interpreter formulas use; emitted into every kernel module.
 PRELUDE = '''
+@triton.jit
+def _div_rn(a, b):
+    # correctly rounded in float32 (Triton's / is the approximate division there); float64's
+    # / is already IEEE division
+    q = a / b
+    if q.dtype == tl.float32:
+        q = tl.math.div_rn(a + tl.zeros_like(q), b + tl.zeros_like(q))
+    return q
+
+
 @triton.jit
 def _trunc(x):
     return tl.where(x >= 0, tl.floor(x), tl.ceil(x))

@@ -8,6 +8,8 @@ Rules kept here, for eager's undefined behaviour (docs/ARCHITECTURE.md, "Differe
 - a float is made finite and small before it becomes an integer (``nan_to_num().clamp()``):
   casting NaN, inf or an out-of-range float to an integer type is undefined behaviour in C++;
 - sorts are stable and top-k returns values only: the order of ties is unspecified otherwise;
+- an ``rms_norm``'s input has no infinities (``clamp(-1e4, 1e4)``): eager's CUDA kernel makes
+  a row holding one NaN throughout, its CPU kernel and the formula do not;
 - no NaN's sign is read (``signbit`` and ``copysign``'s sign operand go through ``nan_to_num``):
   it is unspecified (x86's 0/0 sets it, CUDA's does not).
 """
@@ -238,7 +240,10 @@ def draw_norm_layer(c: Ctx):
         shape = x.shape[-k:]
         w = c.operand(shape, x) if aff else "None"
         if kind == "rms_norm":
-            return Draft(f"F.rms_norm({x.name}, {tup(shape)}, {w}, eps=1e-6)", kind)
+            # no infinities: eager's CUDA kernel gives a row holding one NaN throughout, its
+            # CPU kernel (and the formula) 0 for the row's finite elements
+            return Draft(f"F.rms_norm({x.name}.clamp(-1e4, 1e4), {tup(shape)}, {w}, eps=1e-6)",
+                         kind)
         b = c.operand(shape, x) if aff and c.chance(0.7) else "None"
         return Draft(f"F.layer_norm({x.name}, {tup(shape)}, {w}, {b}, eps=1e-5)", kind)
     if x.rank < 2:

@@ -224,8 +224,9 @@ def test_statistics_of_a_constant_row_are_exact(dtype):
                 F.group_norm(x, 3, cw, cb), F.batch_norm(x, None, None, cw, cb, training=True))
     args = (x, w, b, cw, cb)
     out, ref = torch.compile(fn, backend="solder")(*args), fn(*args)
-    exact = [(o[0], r[0]) for o, r in zip(out[:4], ref[:4])] + [
-        (out[4][0], ref[4][0]), (out[4][1, 2], ref[4][1, 2])]
+    torch.testing.assert_close(out[3], ref[3])   # (std over (1, 2): rows that vary)
+    exact = [(o[0], r[0]) for o, r in zip(out[:3], ref[:3])] + [
+        (out[4][0], b.expand(6, 10)), (out[4][1, 2], b)]   # a layer norm's: its bias
     # the batch norm's constant channel is its bias: eager's CUDA kernel (Welford) says so;
     # its CPU kernel takes two passes and is off by rounding there. (A group norm applies
     # x * (rstd * w) + (b - mean * rstd * w), in eager's kernels too: not exact.)
@@ -236,8 +237,9 @@ def test_statistics_of_a_constant_row_are_exact(dtype):
 
 
 def test_mean_of_infinities_is_nan_as_eager_var_mean_gives_it():
+    # (a row whose infinity comes last: inf on the CPU, NaN from CUDA's parallel Welford)
     inf = float("inf")
-    y = torch.tensor([[-inf, -inf, -inf], [1.0, 2.0, inf], [inf, 1.0, 2.0]])
+    y = torch.tensor([[-inf, -inf, -inf], [inf, 1.0, 2.0]])
     out = torch.compile(lambda y: torch.var_mean(y, 1), backend="solder")(y)
     ref = torch.var_mean(y, 1)
     for o, r in zip(out, ref):
