@@ -1,6 +1,8 @@
 """Rewrites of Dynamo's graph before AOTAutograd traces it, so that it can: the traced gradients
 right, no data-dependent shapes, every in-place op one that functionalization knows.
 
+- ``as_strided_scatter`` of an expanded input becomes one of ``input.contiguous()``: eager
+  clones such an input first, and the meta functions keep its zero strides otherwise.
 - ``as_strided_scatter``: eager's derivative formula is inverted (for x = arange(4.), y of size 2,
   ``as_strided_scatter(x, y, (2,), (2,))`` with upstream grad [1, 2, 3, 4] gives x.grad
   [1, 0, 3, 0] where the answer is [0, 2, 0, 4]), and AOTAutograd would trace that formula. On
@@ -30,6 +32,13 @@ def as_strided_scatter(a, b, size, stride, storage_offset=None):
     offset = (storage_offset if storage_offset is not None else a.storage_offset())
     out.as_strided(size, stride, offset - a.storage_offset()).copy_(b)
     return out
+
+
+def expanded_as_strided_scatter(a, b, size, stride, storage_offset=None):
+    # eager clones an input whose elements share memory into a fresh contiguous tensor (the
+    # view's offset is then in the clone's storage); said in the graph, the meta functions
+    # agree (they keep the zero strides, and views of the result were read through them)
+    return torch.as_strided_scatter(a.contiguous(), b, size, stride, storage_offset)
 
 
 def polygamma_(a, n):
@@ -112,7 +121,8 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
         repl = None
         if (node.op == "call_function" and node.target in _AS_STRIDED_SCATTER) or (
                 node.op == "call_method" and node.target == "as_strided_scatter"):
-            repl = as_strided_scatter if _clone_keeps_layout(node) else None
+            repl = as_strided_scatter if _clone_keeps_layout(node) else \
+                expanded_as_strided_scatter if _expanded(node) else None
         elif (node.op == "call_method" and node.target == "polygamma_") or (
                 node.op == "call_function" and node.target in _POLYGAMMA_):
             repl = polygamma_
@@ -150,6 +160,12 @@ def _clone_keeps_layout(node) -> bool:
         return start >= 0 and last < a.numel() and min(stride, default=0) >= 0
     except (TypeError, ValueError):   # symbolic: Solder's lowering takes the call as it is
         return False
+
+
+def _expanded(node) -> bool:
+    a = _meta(node.args[0])
+    return isinstance(a, torch.Tensor) and any(
+        n != 1 and s == 0 for n, s in zip(a.shape, a.stride()))
 
 
 def _is_dense(t: torch.Tensor) -> bool:

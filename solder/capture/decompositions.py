@@ -272,9 +272,14 @@ def _moments(x, dim, correction, keepdim):
     mean = mean_dev + shift if shift is not None else mean_dev
     if not keepdim:
         mean = mean.squeeze(dims) if dims else mean
-    if low:
-        var, mean = var.to(x.dtype), mean.to(x.dtype)
-    return var, mean
+    return var, mean     # (in float32 for half inputs: a std takes its root before rounding)
+
+
+def _rounded(x, *values):
+    """Values computed in float32 for a half-precision ``x``, rounded to its dtype."""
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return tuple(v.to(x.dtype) for v in values)
+    return values
 
 
 def _known_zero(n) -> bool:
@@ -306,20 +311,21 @@ def _real_only(overload, own, theirs):
 
 
 def _var_mean(x, dim, correction, keepdim):
-    return _moments(x, dim, correction, keepdim)
+    return _rounded(x, *_moments(x, dim, correction, keepdim))
 
 
 def _var(x, dim, correction, keepdim):
-    return _moments(x, dim, correction, keepdim)[0]
+    return _rounded(x, _moments(x, dim, correction, keepdim)[0])[0]
 
 
 def _std(x, dim, correction, keepdim):
-    return torch.sqrt(_moments(x, dim, correction, keepdim)[0])
+    # the root in float32: a float16 variance of 5e7 is inf, its std 7071
+    return _rounded(x, torch.sqrt(_moments(x, dim, correction, keepdim)[0]))[0]
 
 
 def _std_mean(x, dim, correction, keepdim):
     var, mean = _moments(x, dim, correction, keepdim)
-    return torch.sqrt(var), mean
+    return _rounded(x, torch.sqrt(var), mean)
 
 
 def _repeat(self, repeats):

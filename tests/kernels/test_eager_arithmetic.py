@@ -255,3 +255,10 @@ def test_round_keeps_the_sign_of_zero_and_leaves_integers(dtype):
     _same_bits(torch.compile(torch.round, backend="solder")(x), torch.round(x))
     fn = lambda a: torch.div(a, torch.round(a), rounding_mode="trunc")  # noqa: E731
     _same_bits(torch.compile(fn, backend="solder")(x), fn(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_std_of_half_values_takes_its_root_before_rounding(dtype):
+    # a float16 variance of 5e7 is inf; its square root, 7071, is not
+    x = torch.tensor([[1e4, 0.0, 5.0], [-1e4, 2.0, 1e4]]).to(dtype)
+    check(lambda x: (x.std(0), torch.std_mean(x, 1), x.var(0)), x)

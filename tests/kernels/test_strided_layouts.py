@@ -101,3 +101,12 @@ def test_repeat_is_contiguous_as_in_eager(shape, reps):
     check(lambda t: t.repeat(*reps), x, grad=True)
     out = torch.compile(lambda t: t.repeat(*reps), backend="solder")(x.detach())
     assert out.is_contiguous() and out.stride() == x.detach().repeat(*reps).stride()
+
+
+@pytest.mark.parametrize("size,stride", [((2,), (6,)), ((2,), (3,)), ((3,), (1,))])
+def test_a_view_of_the_as_strided_scatter_of_an_expanded_input(size, stride):
+    # the view read the result through the zero strides that the meta functions keep for an
+    # expanded input, where eager scatters into a contiguous clone
+    def fn(a, b):
+        return torch.as_strided_scatter(a.expand(2, 2, 2, 1), b, size, stride, 0).mT
+    check(fn, torch.tensor([[[[1.0], [2.0]]]]), torch.tensor([-2.0, -0.25, 7.0])[:size[0]])
