@@ -1,8 +1,8 @@
 """Rewrites of Dynamo's graph before AOTAutograd traces it, so that it can: the traced gradients
 right, no data-dependent shapes, every in-place op one that functionalization knows.
 
-- ``as_strided_scatter`` of an expanded input becomes one of ``input.contiguous()``: eager
-  clones such an input first, and the meta functions keep its zero strides otherwise.
+- ``as_strided_scatter`` of an expanded input becomes one of ``input.clone()``: eager clones
+  such an input first, and the meta functions keep its zero strides otherwise.
 - ``as_strided_scatter``: eager's derivative formula is inverted (for x = arange(4.), y of size 2,
   ``as_strided_scatter(x, y, (2,), (2,))`` with upstream grad [1, 2, 3, 4] gives x.grad
   [1, 0, 3, 0] where the answer is [0, 2, 0, 4]), and AOTAutograd would trace that formula. On
@@ -35,10 +35,12 @@ def as_strided_scatter(a, b, size, stride, storage_offset=None):
 
 
 def expanded_as_strided_scatter(a, b, size, stride, storage_offset=None):
-    # eager clones an input whose elements share memory into a fresh contiguous tensor (the
-    # view's offset is then in the clone's storage); said in the graph, the meta functions
-    # agree (they keep the zero strides, and views of the result were read through them)
-    return torch.as_strided_scatter(a.contiguous(), b, size, stride, storage_offset)
+    # eager clones an input whose elements share memory into a fresh dense tensor (the view's
+    # offset is then in the clone's storage; the clone keeps the order of the input's dims:
+    # (12, 1, 3) for a (3, 4) transposed view expanded to (2, 3, 4)); said in the graph, the
+    # meta functions agree (they keep the zero strides, and views of the result were read
+    # through them)
+    return torch.as_strided_scatter(a.clone(), b, size, stride, storage_offset)
 
 
 def polygamma_(a, n):

@@ -189,7 +189,8 @@ SCALAR_OPS = {
     "truncdiv": _truncdiv,
     "remainder": _remainder,
     "fmod": _fmod,
-    "neg": _fmt("(-{0})"),
+    # Triton's unary minus is 0 - x: -(0.0) would be +0.0; a product keeps the sign
+    "neg": lambda a, d: f"({a[0]} * -1.0)" if d[0].is_floating_point else f"(-{a[0]})",
     "abs": _abs,
     "sign": _sign,
     "reciprocal": _fmt("(1.0 / {0})"),

@@ -262,3 +262,12 @@ def test_std_of_half_values_takes_its_root_before_rounding(dtype):
     # a float16 variance of 5e7 is inf; its square root, 7071, is not
     x = torch.tensor([[1e4, 0.0, 5.0], [-1e4, 2.0, 1e4]]).to(dtype)
     check(lambda x: (x.std(0), torch.std_mean(x, 1), x.var(0)), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_negation_of_zero_is_negative_zero(dtype):
+    # Triton's unary minus is 0 - x, which gives +0.0 for -(0.0)
+    x = torch.tensor([0.0, -0.0, 1.5, float("inf")]).to(dtype)
+    _same_bits(torch.compile(torch.neg, backend="solder")(x), torch.neg(x))
+    _same_bits(torch.compile(lambda t: torch.signbit(-t), backend="solder")(x).to(dtype),
+               torch.signbit(-x).to(dtype))

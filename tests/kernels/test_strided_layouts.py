@@ -110,3 +110,12 @@ def test_a_view_of_the_as_strided_scatter_of_an_expanded_input(size, stride):
     def fn(a, b):
         return torch.as_strided_scatter(a.expand(2, 2, 2, 1), b, size, stride, 0).mT
     check(fn, torch.tensor([[[[1.0], [2.0]]]]), torch.tensor([-2.0, -0.25, 7.0])[:size[0]])
+
+
+def test_the_as_strided_scatter_of_an_expanded_transposed_input_keeps_its_dims_order():
+    # eager's clone of a (3, 4) transposed view expanded to (2, 3, 4) has strides (12, 1, 3)
+    a = torch.arange(24).reshape(8, 3)[::2].permute(1, 0)
+    fn = lambda a: torch.as_strided_scatter(a.expand(2, 3, 4), torch.arange(-1, 2, device=a.device),  # noqa: E731
+                                            (3,), (5,), 12)
+    out = torch.compile(fn, backend="solder")(a)
+    assert torch.equal(out, fn(a)) and out.stride() == fn(a).stride()
