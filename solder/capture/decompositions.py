@@ -203,8 +203,8 @@ def _index_fill(x, dim, index, value):
     """``value`` stored at ``index`` along ``dim``: an ``index_put`` with the index in ``dim``'s
     place, ``value`` converted to ``x``'s dtype as ATen does. PyTorch's own decomposition (in
     torch 2.11) clones into an ``empty_permuted`` with a ``copy_``, which AOTAutograd then
-    refuses as a mutation in a functional graph. Strides: ``x``'s where it is dense, else
-    contiguous, as eager."""
+    refuses as a mutation in a functional graph. Strides: those of ``x``'s clone, as
+    eager's (``x``'s where it is dense, dense in its order of dims where it has gaps)."""
     torch._check(index.dim() <= 1,
                  lambda: f"Index should have dimension 1 or 0 (got {index.dim()})")
     if isinstance(value, torch.Tensor):
@@ -216,22 +216,8 @@ def _index_fill(x, dim, index, value):
     if x.dim() == 0:
         return aten.index_put(x.reshape(1), [index.reshape(-1)], fill).reshape(()).clone()
     dim = dim % x.dim()
-    out = aten.index_put(x, [None] * dim + [index.reshape(-1)], fill)
-    if not _dense(x):
-        out = out.contiguous()
-    return out
-
-
-def _dense(x) -> bool:
-    """Non-overlapping and dense: every element once, no gaps (any order of dims)."""
-    expected = 1
-    for size, stride in sorted(zip(x.shape, x.stride()), key=lambda p: p[1]):
-        if size == 1:
-            continue
-        if stride != expected:
-            return False
-        expected *= size
-    return True
+    # (index_put's result is a clone that keeps x's order of dims, as eager's index_fill)
+    return aten.index_put(x, [None] * dim + [index.reshape(-1)], fill)
 
 
 def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):

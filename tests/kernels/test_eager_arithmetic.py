@@ -271,3 +271,18 @@ def test_negation_of_zero_is_negative_zero(dtype):
     _same_bits(torch.compile(torch.neg, backend="solder")(x), torch.neg(x))
     _same_bits(torch.compile(lambda t: torch.signbit(-t), backend="solder")(x).to(dtype),
                torch.signbit(-x).to(dtype))
+
+
+def test_index_fill_of_a_strided_input_keeps_its_order_of_dims():
+    # eager's index_fill clones its input (preserving the order of dims) before filling: an
+    # as_strided_scatter of the result then lands where eager's does
+    b = torch.arange(24).reshape(6, 4)
+
+    def fn(a):
+        v = torch.index_fill(a, 1, torch.tensor([0], device=a.device), 3)
+        return v, torch.as_strided_scatter(v, torch.zeros(1, dtype=v.dtype, device=v.device),
+                                           (1,), (1,), 3)
+    for a in (b[::3].permute(1, 0), b[:, ::2], b.t()):
+        out, ref = torch.compile(fn, backend="solder")(a), fn(a)
+        assert all(torch.equal(o, r) and o.stride() == r.stride() for o, r in zip(out, ref))
+        torch._dynamo.reset()
