@@ -7,7 +7,8 @@ Rules kept here, for eager's undefined behaviour (docs/ARCHITECTURE.md, "Differe
   raises on the CPU, a GPU's result is undefined);
 - a float is made finite and small before it becomes an integer (``nan_to_num().clamp()``):
   casting NaN, inf or an out-of-range float to an integer type is undefined behaviour in C++;
-- sorts are stable and top-k returns values only: the order of ties is unspecified otherwise;
+- sorts are stable and top-k returns values only, of a detached operand: the order of ties is
+  unspecified otherwise (and so is which tied element a top-k's gradient reaches);
 - an ``rms_norm``'s input has no infinities (``clamp(-1e4, 1e4)``): eager's CUDA kernel makes
   a row holding one NaN throughout, its CPU kernel and the formula do not;
 - no NaN's sign is read (``signbit`` and ``copysign``'s sign operand go through ``nan_to_num``):
@@ -325,7 +326,10 @@ def draw_sort(c: Ctx):
         return None
     k = c.rng.randint(1, min(size, 4))
     largest = c.rng.choice(("True", "False"))
-    return Draft(f"torch.topk({x.name}, {k}, dim={d}, largest={largest}).values", "topk")
+    # (no gradient through topk: which of two tied elements it takes, and so which one gets
+    # the gradient, is unspecified)
+    src = f"{x.name}.detach()" if x.floating else x.name
+    return Draft(f"torch.topk({src}, {k}, dim={d}, largest={largest}).values", "topk")
 
 
 @op("misc", 3)
