@@ -254,7 +254,7 @@ def _moments(x, dim, correction, keepdim):
         shift = None
     dev = xf - shift if shift is not None else xf
     mean_dev = torch.sum(dev, dims, keepdim=True) / n
-    var = torch.sum((dev - mean_dev) ** 2, dims, keepdim=keepdim) / max(n - corr, 0)
+    var = torch.sum((dev - mean_dev) ** 2, dims, keepdim=keepdim) / torch.sym_max(n - corr, 0)
     mean = mean_dev + shift if shift is not None else mean_dev
     if not keepdim:
         mean = mean.squeeze(dims) if dims else mean
@@ -343,7 +343,8 @@ OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.defau
        aten.index_add.default: _index_add,
        aten.linalg_vector_norm.default: _vector_norm,
        **{op: _real_only(op, own, theirs) for op, (own, theirs) in _MOMENTS.items()},
-       aten.index_fill.int_Scalar: _index_fill, aten.index_fill.int_Tensor: _index_fill, aten.index_reduce.default: _index_reduce,
+       aten.index_fill.int_Scalar: _index_fill, aten.index_fill.int_Tensor: _index_fill,
+       aten.index_reduce.default: _index_reduce,
        aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool_backward(2),
        aten.adaptive_max_pool3d_backward.default: _adaptive_max_pool_backward(3),
        aten.max_pool2d_with_indices_backward.default: _pool_indices_backward(2),

@@ -47,8 +47,9 @@ def test_a_norm_kernel_has_both_forms():
                          torch.randn(96)).source()
     assert "RELOAD: tl.constexpr" in src and "if RELOAD:" in src
     reloaded = src[src.index("if RELOAD:"):src.index("else:  # keep")]
-    row_reads = [ln for ln in reloaded.splitlines() if "tl.load(ptr0" in ln]
-    # two reads of x: the first (mean and variance) kept in L2, the second its last
+    row_reads = [ln for ln in reloaded.splitlines() if "tl.load(ptr0" in ln and "rindex" in ln]
+    # two reads of the row of x: the first (mean and variance) kept in L2, the second its last
+    # (and, beside them, of the row's first element: the shift of its variance)
     assert len(row_reads) == 2
     assert "evict_last" in row_reads[0] and "evict_first" in row_reads[1]
 
