@@ -237,7 +237,8 @@ def _moments(x, dim, correction, keepdim):
     0 and its value as the mean; the plain two-pass (PyTorch's decomposition) rounds ``sum / n``
     away from the value, and the variance comes out tiny but not 0: a layer norm of a constant
     row off its bias, ``1 / var`` finite where eager's is inf. Shifted, a constant row is 0
-    throughout, and an infinite element makes the mean NaN, as Welford's does."""
+    throughout, and an infinite element makes the mean NaN, as Welford's does (a single
+    element is its own mean, infinite or not)."""
     n_dims = x.dim()
     dims = list(range(n_dims)) if dim is None or (not isinstance(dim, int) and len(dim) == 0) \
         else [d % max(n_dims, 1) for d in ([dim] if isinstance(dim, int) else dim)]
@@ -247,7 +248,7 @@ def _moments(x, dim, correction, keepdim):
     n = 1
     for d in dims:
         n = n * (x.shape[d] if n_dims else 1)
-    if n_dims and not _known_zero(n):
+    if n_dims and not _known(n == 0) and not _known(n == 1):
         first = tuple(slice(0, 1) if d in dims else slice(None) for d in range(n_dims))
         shift = xf[first]
     else:
@@ -256,6 +257,10 @@ def _moments(x, dim, correction, keepdim):
     mean_dev = torch.sum(dev, dims, keepdim=True) / n
     var = torch.sum((dev - mean_dev) ** 2, dims, keepdim=keepdim) / torch.sym_max(n - corr, 0)
     mean = mean_dev + shift if shift is not None else mean_dev
+    if shift is not None:
+        # a row holding an infinity: Welford's mean is NaN wherever the infinity is followed
+        # by another update (always across CUDA's partial rows), not the sum's +-inf
+        mean = torch.where(torch.isinf(mean_dev), float("nan"), mean)
     if not keepdim:
         mean = mean.squeeze(dims) if dims else mean
     return var, mean     # (in float32 for half inputs: a std takes its root before rounding)
@@ -268,12 +273,13 @@ def _rounded(x, *values):
     return values
 
 
-def _known_zero(n) -> bool:
+def _known(cond) -> bool:
+    """A size condition known to hold (False where a symbolic size leaves it open)."""
     try:
         from torch.fx.experimental.symbolic_shapes import guard_or_false
-        return guard_or_false(n == 0)
+        return guard_or_false(cond)
     except ImportError:
-        return bool(n == 0)
+        return bool(cond)
 
 
 def _real_only(overload, own, theirs):

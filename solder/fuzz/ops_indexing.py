@@ -3,11 +3,15 @@
 Rules kept here (docs/ARCHITECTURE.md, "Differential fuzzing"):
 - every index is in range (eager raises; Solder does not check by default);
 - a scatter that does not accumulate never sends two values to one element (``scatter``,
-  ``index_copy``, ``index_put``): which one lands is unspecified in eager.
+  ``index_copy``, ``index_put``): which one lands is unspecified in eager;
+- no view scatter into a base whose elements share memory (eager writes the region through
+  the overlap: undefined), and an ``as_strided_scatter`` only into an input, a view of one or
+  a contiguous value (its positions are in the base's storage, whose layout eager's kernels
+  and the meta functions may choose differently).
 """
 from __future__ import annotations
 
-from .draw import Ctx, Draft, broadcasts, op
+from .draw import Ctx, Draft, broadcasts, op, overlaps
 
 
 def _slice_params(c: Ctx, size: int):
@@ -57,6 +61,18 @@ def draw_scatter(c: Ctx):
                          "as_strided_scatter", "index_put", "index_add", "index_copy",
                          "index_fill", "scatter", "scatter_value", "scatter_add",
                          "scatter_reduce", "masked_fill", "masked_fill"))
+    value = c.ns.get(n)
+    if kind.endswith("_scatter") and value is not None and overlaps(value):
+        # eager clones the base keeping its overlapping strides (an unfold) and writes the
+        # region through them: which write lands is undefined
+        return None
+    if kind == "as_strided_scatter" and not (x.of_input or value is None
+                                             or value.is_contiguous()):
+        # the view's positions are in the base's storage: a computed base's layout is
+        # eager's kernel's choice, which the meta functions torch.compile traces with may
+        # not share (a roll of a channels-last batch norm: channels-last in eager,
+        # contiguous in the trace)
+        return None
     if kind == "slice_scatter":
         start, end, step, count = _slice_params(c, size)
         src = c.operand(x.shape[:dd] + (count,) + x.shape[dd + 1:], x)

@@ -9,6 +9,10 @@ Rules kept here, for eager's undefined behaviour (docs/ARCHITECTURE.md, "Differe
   casting NaN, inf or an out-of-range float to an integer type is undefined behaviour in C++;
 - sorts are stable and top-k returns values only, of a detached operand: the order of ties is
   unspecified otherwise (and so is which tied element a top-k's gradient reaches);
+- ``var``, ``std`` and ``var_mean`` take no infinities, and group and batch norms no infinite
+  weight (``clamp(-1e4, 1e4)``): where an infinity sits decides whether eager's Welford mean
+  is NaN or inf, and an infinite weight turns a normalized 0 (exact in one order of rounding,
+  1e-8 in another) into NaN or inf;
 - an ``rms_norm``'s input has no infinities (``clamp(-1e4, 1e4)``): eager's CUDA kernel makes
   a row holding one NaN throughout, its CPU kernel and the formula do not;
 - no NaN's sign is read (``signbit`` and ``copysign``'s sign operand go through ``nan_to_num``):
@@ -194,6 +198,10 @@ def draw_reduce(c: Ctx):
     if name == "aminmax":
         return Draft(f"torch.aminmax({n}{', dim=' + str(dims) if dims is not None else ''})"
                      f"[{c.rng.randrange(2)}]", name)
+    if name in ("var", "std", "var_mean"):
+        # no infinities: where one sits decides whether eager's Welford mean is NaN or inf
+        # (and its order of updates differs between devices)
+        n = f"{n}.clamp(-1e4, 1e4)"
     if name in ("var", "std"):
         corr = c.rng.choice((0, 1))
         return Draft(f"{n}.{name}({args + ', ' if args else ''}correction={corr})", name)
@@ -250,7 +258,9 @@ def draw_norm_layer(c: Ctx):
     if x.rank < 2:
         return None
     ch = x.shape[1]
-    w = c.operand((ch,), x) if aff else "None"
+    # (finite affine operands: an infinite weight turns a normalized 0, exact in one order of
+    # rounding and 1e-8 in another, into NaN in one and inf in the other)
+    w = f"{c.operand((ch,), x)}.clamp(-1e4, 1e4)" if aff else "None"
     b = c.operand((ch,), x) if aff else "None"
     if kind == "batch_norm":
         # eager's CPU backward of batch_norm reads an expanded (zero-stride) weight wrongly

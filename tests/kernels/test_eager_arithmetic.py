@@ -239,11 +239,15 @@ def test_statistics_of_a_constant_row_are_exact(dtype):
 def test_mean_of_infinities_is_nan_as_eager_var_mean_gives_it():
     # (a row whose infinity comes last: inf on the CPU, NaN from CUDA's parallel Welford)
     inf = float("inf")
-    y = torch.tensor([[-inf, -inf, -inf], [inf, 1.0, 2.0]])
+    y = torch.tensor([[-inf, -inf, -inf], [inf, 1.0, 2.0], [1.0, -inf, 2.0]])
     out = torch.compile(lambda y: torch.var_mean(y, 1), backend="solder")(y)
     ref = torch.var_mean(y, 1)
     for o, r in zip(out, ref):
         assert torch.equal(o.isnan(), r.isnan()) and torch.equal(o[~o.isnan()], r[~r.isnan()])
+    # a single element is its own mean (the shift by it would make inf - inf)
+    one = torch.tensor([[inf], [2.0]])
+    out = torch.compile(lambda y: torch.var_mean(y, 1, correction=0), backend="solder")(one)
+    assert out[1].tolist() == [inf, 2.0] and out[0][0].isnan() and out[0][1] == 0
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
