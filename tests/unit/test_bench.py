@@ -181,3 +181,27 @@ def test_solder_counts_distinct_kernels_like_inductor():
                      timings={"kernels": 4, "distinct_kernels": 2})
     bw = GraphReport("graph1_backward", "backward", kernels=["k0"])   # no count: all of them
     assert distinct_kernels([SimpleNamespace(graphs=[fw, bw])]) == 3
+
+
+def test_the_cpu_paths_at_cpu_sizes(tmp_path):
+    # `bench --device cpu` times eager against Solder's CPU path (graphs as Dynamo captured
+    # them, no interpreter): mid sizes, and Solder within a small factor of eager's time
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = tmp_path / "cpu.json"
+    done = subprocess.run([sys.executable, "-m", "solder", "bench", "--device", "cpu",
+                           "--cases", "gelu_chain", "--backends", "eager,solder",
+                           "--rounds", "1", "--warmup", "5", "--rep", "50", "--json", str(out)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "CPU sizes (--device cpu)" in done.stderr
+    data = json.loads(out.read_text())
+    assert data["meta"]["quick"] is False
+    case = data["cases"][0]
+    assert [r["status"] for r in case["backends"].values()] == ["ok", "ok"], case
+    times = {b: r["median_ms"] for b, r in case["backends"].items()}
+    assert times["solder"] < 3 * times["eager"], times    # (it ran op by op at 6x before)
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--device", "tpu"])
