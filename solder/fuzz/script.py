@@ -18,7 +18,7 @@ HERE = Path(__file__).parent
 
 MAIN = '''
 
-USES_AS_STRIDED_SCATTER = {uses_ass!r}
+CORRECTED_EAGER = {uses_ass!r}   # eager's known wrong gradients put right (execute.py)
 
 
 def main(backend):
@@ -38,8 +38,8 @@ def main(backend):
     except Exception:
         jittered = None
     fixed = None
-    if GRAD and USES_AS_STRIDED_SCATTER:
-        with correct_as_strided_scatter():
+    if GRAD and CORRECTED_EAGER:
+        with corrected_eager():
             fixed = run(*args, grad=GRAD)
     try:
         comp = run(*args, backend=backend, grad=GRAD)
@@ -89,7 +89,8 @@ def script_text(program: Program, outcome: Outcome, device: str, grad: bool, bac
     ]
     parts = ["\n".join(head), _module_text("execute.py"), program.source(),
              _module_text("compare.py"),
-             MAIN.format(uses_ass="as_strided_scatter" in program.source())]
+             MAIN.format(uses_ass=any(op in program.source()
+                                       for op in ("as_strided_scatter", "batch_norm")))]
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"
 
 
