@@ -178,7 +178,7 @@ def notes(run: RunResult) -> list[str]:
 def format_report(run: RunResult) -> str:
     meta = run.meta
     sizes = "toy sizes (--quick: a smoke test, not a measurement)" if meta.get("quick") \
-        else "full sizes"
+        else "CPU sizes (--device cpu)" if meta.get("device") == "cpu" else "full sizes"
     head = [f"device: {meta.get('device', '?')}  torch {meta.get('torch', '?')}  "
             f"triton {meta.get('triton', '?')}  {sizes}"]
     if run.ceiling_gbs:
