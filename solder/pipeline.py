@@ -370,17 +370,23 @@ def run_as_captured_on_cpu(gm: fx.GraphModule, ctx: CompileContext) -> Optional[
 def _dynamo_graph_on_cpu(gm) -> bool:
     """Every tensor of a Dynamo graph (its inputs, what each node makes, its constants) on the
     CPU, and nothing Solder handles before ATen would (a user kernel launch)."""
+    if any(isinstance(n.target, torch._ops.HigherOrderOperator) for n in gm.graph.nodes):
+        return False
+    devices = _tensor_devices(gm, "example_value")
+    devices.update(t.device.type for t in [*gm.parameters(), *gm.buffers()])
+    return devices == {"cpu"}
+
+
+def _tensor_devices(gm, key: str) -> set:
+    """The device types of the tensors the graph's nodes carry in ``meta[key]`` (Dynamo's
+    graphs: "example_value"; AOTAutograd's: "val")."""
     devices = set()
     for node in gm.graph.nodes:
-        if isinstance(node.target, torch._ops.HigherOrderOperator):
-            return False
-        val = node.meta.get("example_value", node.meta.get("val"))
+        val = node.meta.get(key, node.meta.get("val"))
         for v in (val if isinstance(val, (list, tuple)) else [val]):
             if isinstance(v, torch.Tensor):
                 devices.add(v.device.type)
-    for t in [*gm.parameters(), *gm.buffers()]:
-        devices.add(t.device.type)
-    return devices == {"cpu"}
+    return devices
 
 
 def _interpreting() -> bool:
@@ -391,12 +397,7 @@ def _interpreting() -> bool:
 def _cpu_graph(gm) -> bool:
     """Only CPU tensors (a GPU graph may hold CPU scalars and index tensors: the lowering
     routes what touches them to ATen)."""
-    devices = set()
-    for node in gm.graph.nodes:
-        val = node.meta.get("val")
-        for v in (val if isinstance(val, (list, tuple)) else [val]):
-            if isinstance(v, torch.Tensor):
-                devices.add(v.device.type)
+    devices = _tensor_devices(gm, "val")
     return "cpu" in devices and devices <= {"cpu", "meta"}
 
 

@@ -315,7 +315,8 @@ PRELUDE = '''
 @triton.jit
 def _div_rn(a, b):
     # correctly rounded in float32 (Triton's / is the approximate division there); float64's
-    # / is already IEEE division
+    # / is already IEEE division. (q's dtype is the division's: float16 operands divide in
+    # float32; the unused approximate quotient is dead code to the compiler)
     q = a / b
     if q.dtype == tl.float32:
         q = tl.math.div_rn(a + tl.zeros_like(q), b + tl.zeros_like(q))
