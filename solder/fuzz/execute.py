@@ -86,6 +86,10 @@ def _batch_norm_of_a_contiguous_input(input, *args, **kwargs):
 _BATCH_NORM = torch.nn.functional.batch_norm
 
 
+# ops whose eager gradient corrected_eager puts right: a program naming one runs it too
+CORRECTED_OPS = ("as_strided_scatter", "batch_norm")
+
+
 @contextlib.contextmanager
 def corrected_eager():
     """Eager with its known wrong gradients put right, for a second eager run whose values

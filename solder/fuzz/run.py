@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 
 from .compare import verdict
-from .execute import (attach_decomposed_strides, attach_meta_strides,
+from .execute import (CORRECTED_OPS, attach_decomposed_strides, attach_meta_strides,
                       corrected_eager, jitter_of, run)
 from .generate import generate, namespace
 from .program import Program
@@ -120,7 +120,7 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
         except Exception:  # noqa: BLE001 - then eager's sensitivity excuses nothing
             jittered = None
         fixed = None
-        if cfg.grad and ("as_strided_scatter" in source or "batch_norm" in source):
+        if cfg.grad and any(op in source for op in CORRECTED_OPS):
             try:
                 with corrected_eager():
                     fixed = run(*args, grad=cfg.grad)

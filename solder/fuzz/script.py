@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .execute import CORRECTED_OPS
 from .program import Program
 from .run import Outcome
 
@@ -89,8 +90,7 @@ def script_text(program: Program, outcome: Outcome, device: str, grad: bool, bac
     ]
     parts = ["\n".join(head), _module_text("execute.py"), program.source(),
              _module_text("compare.py"),
-             MAIN.format(uses_ass=any(op in program.source()
-                                       for op in ("as_strided_scatter", "batch_norm")))]
+             MAIN.format(uses_ass=any(op in program.source() for op in CORRECTED_OPS))]
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"
 
 
