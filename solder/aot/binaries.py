@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from ..codegen.launch_configs import COMPILE_OPTIONS
 from ..runtime.launch import KernelRunner, _next_pow2, _specialization, _stream
 
 
@@ -92,11 +93,11 @@ class RecordingRunner(KernelRunner):
         grid = ((xnumel + cfg["XBLOCK"] - 1) // cfg["XBLOCK"],)
         if (ck, spec) not in self.recorded:
             # the JIT's in-memory cache hands back what the launch just compiled
-            self.recorded[(ck, spec)] = _done(self.fn.warmup(*args, grid=grid, **cfg))
+            self.recorded[(ck, spec)] = _done(self.fn.warmup(*args, grid=grid, **cfg, **COMPILE_OPTIONS))
         widths = generic_of(spec)
         if (ck, widths) not in self.generic and (ck, widths) not in self.generic_failed:
             try:
-                kernel = _done(self._generic(cfg).warmup(*args, grid=grid, **cfg))
+                kernel = _done(self._generic(cfg).warmup(*args, grid=grid, **cfg, **COMPILE_OPTIONS))
             except Exception as e:  # noqa: BLE001 - the exact binaries still run; say why
                 self.generic_failed[(ck, widths)] = f"{type(e).__name__}: {str(e)[-300:]}"
             else:

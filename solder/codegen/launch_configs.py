@@ -9,6 +9,11 @@ does best: no predicate per element and no guard against a partial last block.
 """
 from __future__ import annotations
 
+# Triton compile options every generated kernel takes, beside its launch config. Triton's
+# default links libdevice with denormals flushed to zero (exp, log, fmod, ... of a subnormal
+# operand or result give 0); ATen's CUDA kernels keep them, and so does Solder.
+COMPILE_OPTIONS = {"enable_reflect_ftz": False}
+
 # Reductions this large time a few candidates on a GPU; smaller kernels use the first one.
 TUNE_MIN_ELEMENTS = 1 << 22
 TUNE_MAX_CANDIDATES = 3

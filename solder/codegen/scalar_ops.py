@@ -82,8 +82,11 @@ def _float_fmod(a: str, b: str) -> str:
 
 def _div_rn(a: str, b: str) -> str:
     """a / b correctly rounded, as ATen divides: Triton's ``/`` on float32 is the GPU's
-    approximate division (up to 2 ulp off), which a floor or a truncation turns into a whole
-    unit (5 // 0.001 gave 4999 where eager gives 5000). The interpreter's ``/`` is numpy's."""
+    approximate division (up to 2 ulp off, and it flushes subnormal operands and results to
+    zero), which a floor or a truncation turns into a whole unit (5 // 0.001 gave 4999 where
+    eager gives 5000; ``floor(a / b)`` in a user's program the same) and a tiny divisor into an
+    infinity. Every float division takes it: kernels are memory-bound, the extra instructions
+    hide behind the loads. The interpreter's ``/`` is numpy's."""
     return f"({a} / {b})" if interpreting() else f"_div_rn({a}, {b})"
 
 
@@ -183,8 +186,8 @@ SCALAR_OPS = {
     "add": _add,
     "sub": _fmt("({0} - {1})"),
     "mul": _fmt("({0} * {1})"),
-    "truediv": _fmt("({0} / {1})"),
-    "truediv_rn": lambda args, dtypes: _div_rn(*args),   # where a rounding follows
+    # correctly rounded, as ATen's CUDA kernels divide (see _div_rn)
+    "truediv": lambda args, dtypes: _div_rn(*args),
     "floordiv": _floordiv,
     "truncdiv": _truncdiv,
     "remainder": _remainder,
@@ -193,7 +196,7 @@ SCALAR_OPS = {
     "neg": lambda a, d: f"({a[0]} * -1.0)" if d[0].is_floating_point else f"(-{a[0]})",
     "abs": _abs,
     "sign": _sign,
-    "reciprocal": _fmt("(1.0 / {0})"),
+    "reciprocal": lambda args, dtypes: _div_rn("1.0", args[0]),
     "square": _fmt("({0} * {0})"),
     "maximum": _minmax("max"),
     "minimum": _minmax("min"),

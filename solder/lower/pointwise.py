@@ -184,7 +184,7 @@ def _div(call: Call, a, b, rounding_mode=None):
         la, lb = loader_of(a, size, torch.float32), loader_of(b, size, torch.float32)
 
         def fn(idx):
-            q = E.cast(E.call("truediv_rn", la(idx), lb(idx), dtype=torch.float32), call.dtype)
+            q = E.cast(E.call("truediv", la(idx), lb(idx), dtype=torch.float32), call.dtype)
             return E.cast(E.call("trunc", E.cast(q, torch.float32), dtype=torch.float32),
                           call.dtype)
         return Virtual(size, call.dtype, call.device, fn, stride=call.stride)

@@ -240,10 +240,10 @@ class KernelRunner:
         t0 = time.perf_counter()
         try:
             if self.interp:
-                kernel = self.fn[(grid0,)](*args, **cfg)
+                kernel = self.fn[(grid0,)](*args, **cfg, **launch_configs.COMPILE_OPTIONS)
             else:
                 with count_compiles(self.stats):
-                    kernel = self.fn[(grid0,)](*args, **cfg)
+                    kernel = self.fn[(grid0,)](*args, **cfg, **launch_configs.COMPILE_OPTIONS)
         except Exception as e:
             where = f" (generated source: {self.dump_path})" if self.dump_path else ""
             raise KernelCompileError(

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..codegen.launch_configs import is_launch_config
+from ..codegen.launch_configs import COMPILE_OPTIONS, is_launch_config
 from ..codegen.scalar_ops import interpreting
 from .launch import count_compiles
 
@@ -310,7 +310,7 @@ def _timed_compile_and_load(job: Job, compile_fn, on_device, per_job: list):
 
 def _warmup(job: Job):
     try:
-        return job.fn.warmup(*job.args, grid=(1,), **job.cfg)
+        return job.fn.warmup(*job.args, grid=(1,), **job.cfg, **COMPILE_OPTIONS)
     except Exception:  # noqa: BLE001 - the launch compiles it again and reports
         return None
 

@@ -33,6 +33,25 @@ SCRIPT = textwrap.dedent('''
         ptx = triton.compile(ASTSource(mod.k, sig, {"n": 64}),
                              target=GPUTarget("cuda", 90, 32)).asm["ptx"]
         print(ty, "div.rn.f32" in ptx, "div.rn.f64" in ptx, "div.full.f32" in ptx)
+    # libdevice's exp and log with the options Solder compiles its kernels with, and without
+    from solder.codegen.launch_configs import COMPILE_OPTIONS
+    src2 = "import triton\\nimport triton.language as tl\\n" + """
+    @triton.jit
+    def k2(a, o, n: tl.constexpr):
+        i = tl.arange(0, n)
+        x = tl.load(a + i)
+        tl.store(o + i, tl.extra.cuda.libdevice.exp(x) + tl.extra.cuda.libdevice.log(x))
+    """
+    path = os.path.join(tempfile.mkdtemp(), "libdevice_kernel.py")
+    open(path, "w").write(src2)
+    spec = importlib.util.spec_from_file_location("libdevice_kernel", path)
+    mod2 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod2)
+    for name, options in (("solder", COMPILE_OPTIONS), ("default", {})):
+        ptx = triton.compile(ASTSource(mod2.k2, {"a": "*fp32", "o": "*fp32", "n": "constexpr"},
+                                       {"n": 64}),
+                             target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+        print(name, *sorted({line.split()[0] for line in ptx.splitlines() if ".ftz" in line}))
 ''')
 
 
@@ -51,3 +70,16 @@ def test_the_prelude_compiles_to_ptx_with_correctly_rounded_division():
     assert rows["fp32"] == ["True", "False", "False"]
     assert rows["fp16"] == ["True", "False", "False"]
     assert rows["fp64"] == ["False", "True", "False"]
+    # Solder's kernels keep subnormals through libdevice as ATen's do: the one flushing
+    # instruction left is the exponential's ex2 of a scaled argument, which the non-flushing
+    # expf of CUDA's own math library uses too; Triton's default flushes throughout
+    assert set(rows["solder"]) <= {"ex2.approx.ftz.f32"}
+    assert "fma.rn.ftz.f32" in rows["default"]
+
+
+def test_float_division_emits_the_correctly_rounded_helper_on_the_gpu(monkeypatch):
+    from solder.codegen import scalar_ops
+    monkeypatch.setattr(scalar_ops, "interpreting", lambda: False)
+    f32 = [__import__("torch").float32] * 2
+    assert scalar_ops.SCALAR_OPS["truediv"](["x", "y"], f32) == "_div_rn(x, y)"
+    assert scalar_ops.SCALAR_OPS["reciprocal"](["x"], f32[:1]) == "_div_rn(1.0, x)"
