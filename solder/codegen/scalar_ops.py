@@ -319,10 +319,12 @@ PRELUDE = '''
 def _div_rn(a, b):
     # correctly rounded in float32 (Triton's / is the approximate division there); float64's
     # / is already IEEE division. (q's dtype is the division's: float16 operands divide in
-    # float32; the unused approximate quotient is dead code to the compiler)
+    # float32; the unused approximate quotient is dead code to the compiler.) The operands are
+    # widened to q's shape and type by subtracting +0.0, which keeps every value: adding it
+    # would turn -0.0 into +0.0, and x / -0.0 into the other infinity
     q = a / b
     if q.dtype == tl.float32:
-        q = tl.math.div_rn(a + tl.zeros_like(q), b + tl.zeros_like(q))
+        q = tl.math.div_rn(a - tl.zeros_like(q), b - tl.zeros_like(q))
     return q
 
 

@@ -290,3 +290,48 @@ def test_index_fill_of_a_strided_input_keeps_its_order_of_dims():
         out, ref = torch.compile(fn, backend="solder")(a), fn(a)
         assert all(torch.equal(o, r) and o.stride() == r.stride() for o, r in zip(out, ref))
         torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64])
+def test_true_division_and_reciprocal_keep_the_sign_of_zero(dtype):
+    # 0 / -3 is -0.0 in eager, and x / -0.0 the infinity of the other sign: the GPU's
+    # correctly rounded division must keep both (its operands once lost a zero's sign)
+    a, b = _pairs(torch.float64)
+    if not dtype.is_floating_point:
+        a, b = (a.nan_to_num(0.0, 8.0, -8.0) % 9).to(dtype), (b.nan_to_num(0.0, 8.0, -8.0) % 5 - 2).to(dtype)
+    else:
+        a, b = a.to(dtype), b.to(dtype)
+
+    def fn(a, b):
+        q = a / b
+        return q, b / q, torch.reciprocal(q)
+    for out, ref in zip(torch.compile(fn, backend="solder")(a, b), fn(a, b)):
+        _same_bits(out, ref)
+
+
+def test_the_division_helper_keeps_signed_zeros_and_infinities():
+    # the prelude's helper itself, as the GPU runs it (here in Triton's interpreter, whose
+    # div_rn is numpy's division): the codegen calls it only on a GPU
+    import importlib.util
+    import os
+    import tempfile
+
+    import triton  # noqa: F401
+    from solder.codegen.scalar_ops import PRELUDE
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("runs the helper in Triton's interpreter")
+    src = "import triton\nimport triton.language as tl\n" + PRELUDE + (
+        "\n@triton.jit\ndef k(a, b, o, n: tl.constexpr):\n"
+        "    i = tl.arange(0, n)\n"
+        "    tl.store(o + i, _div_rn(tl.load(a + i), tl.load(b + i)))\n")
+    path = os.path.join(tempfile.mkdtemp(), "div_helper.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location("div_helper", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = torch.tensor([-0.0, 0.0, 1.0, -1.0, 3.0, -0.0, 0.0, 2.5], device="cpu")
+    b = torch.tensor([3.0, -3.0, -0.0, -0.0, 0.0, -2.0, 0.0, -0.5], device="cpu")
+    out = torch.empty_like(a)
+    mod.k[(1,)](a, b, out, 8)
+    _same_bits(out, a / b)
