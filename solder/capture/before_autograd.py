@@ -14,6 +14,11 @@ right, no data-dependent shapes, every in-place op one that functionalization kn
   ``index_put`` indexes by the mask, a data-dependent shape (nonzero) that AOTAutograd cannot
   trace. Written as ``where`` (values broadcast over the selected elements) or ``masked_scatter``
   (values taken in order), the same result has shape-static gradients.
+- The ``dim`` of a vector norm (``torch.linalg.vector_norm``, ``torch.linalg.norm``, ``torch.norm``,
+  ``Tensor.norm``) is made non-negative: torch 2.11's meta function compares dims with
+  ``d not in dim`` where every reduced dim has size 1, so ``dim=(-2, 1)`` of a (1, 1) tensor gave
+  shape (1,) where eager's is (), and AOTAutograd's backward then expected a gradient of that
+  shape (Solder's own decomposition fixes the forward's trace, not the metadata pass).
 - ``polygamma_``: its schema takes ``(self, n)`` where ``polygamma`` takes ``(n, self)``, so
   functionalization does not recognise it as polygamma's in-place form and refuses it (as a
   custom op returning an alias). It becomes ``a.copy_(polygamma(n, a))``.
@@ -93,6 +98,25 @@ def _single_mask(indices):
     raise ValueError("no boolean index")
 
 
+def _non_negative_dims(node) -> bool:
+    """Rewrites a norm call's negative ``dim`` (argument 2, or the keyword) in place."""
+    x, dim = _meta(node.args[0]) if node.args else None, _arg(node, 2, "dim")
+    if not isinstance(x, torch.Tensor) or x.dim() == 0:
+        return False
+    n = x.dim()
+    if isinstance(dim, int) and not isinstance(dim, bool) and -n <= dim < 0:
+        new = dim + n
+    elif isinstance(dim, (list, tuple)) and any(isinstance(d, int) and -n <= d < 0 for d in dim):
+        new = type(dim)(d + n if isinstance(d, int) and -n <= d < 0 else d for d in dim)
+    else:
+        return False
+    if len(node.args) > 2:
+        node.args = node.args[:2] + (new,) + node.args[3:]
+    else:
+        node.kwargs = {**node.kwargs, "dim": new}
+    return True
+
+
 def _meta(x):
     if isinstance(x, fx.Node):
         return x.meta.get("example_value", x.meta.get("val"))
@@ -110,6 +134,8 @@ def _mask_index(indices) -> bool:
 
 _AS_STRIDED_SCATTER = {torch.as_strided_scatter, torch.ops.aten.as_strided_scatter.default,
                        torch.ops.aten.as_strided_scatter}
+_NORMS = {torch.linalg.vector_norm, torch.linalg.norm, torch.norm,
+          torch.ops.aten.linalg_vector_norm.default, torch.ops.aten.linalg_norm.default}
 _POLYGAMMA_ = {torch.Tensor.polygamma_, torch.ops.aten.polygamma_.default}
 _INDEX_PUT = {torch.index_put: index_put, torch.index_put_: index_put_,
               torch.ops.aten.index_put.default: index_put,
@@ -121,7 +147,10 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
     changed = False
     for node in list(gm.graph.nodes):
         repl = None
-        if (node.op == "call_function" and node.target in _AS_STRIDED_SCATTER) or (
+        if (node.op == "call_function" and node.target in _NORMS) or (
+                node.op == "call_method" and node.target == "norm"):
+            changed |= _non_negative_dims(node)
+        elif (node.op == "call_function" and node.target in _AS_STRIDED_SCATTER) or (
                 node.op == "call_method" and node.target == "as_strided_scatter"):
             repl = as_strided_scatter if _clone_keeps_layout(node) else \
                 expanded_as_strided_scatter if _expanded(node) else None

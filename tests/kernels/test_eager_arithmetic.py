@@ -204,6 +204,40 @@ def test_vector_norm_over_dims_of_size_one(dim, keepdim):
           torch.randn(1).half(), torch.randn(3, 1))
 
 
+@pytest.mark.parametrize("call", ["vector_norm", "linalg_norm", "torch_norm", "method"])
+def test_vector_norm_gradient_over_dims_of_size_one(call):
+    # the backward of a norm of a (1, 1) tensor over dims (-2, 1): torch 2.11's metadata pass
+    # made the gradient (1,), and the compiled backward refused eager's ()
+    norm = {"vector_norm": lambda x: torch.linalg.vector_norm(x, 1, dim=(-2, 1)),
+            "linalg_norm": lambda x: torch.linalg.norm(x, dim=-1),
+            "torch_norm": lambda x: torch.norm(x, 3, dim=(-1, 0)),
+            "method": lambda x: x.norm(2, -2)}[call]
+    x = torch.randn(1, 1, dtype=torch.float64, requires_grad=True)
+    out = torch.compile(norm, backend="solder")(x)
+    ref = norm(x)
+    assert out.shape == ref.shape
+    torch.testing.assert_close(out, ref)
+    grad, = torch.autograd.grad(out.sum() * 3, x)
+    want, = torch.autograd.grad(ref.sum() * 3, x)
+    torch.testing.assert_close(grad, want)
+
+
+def test_negative_norm_dims_are_made_non_negative_before_autograd():
+    from solder.capture.before_autograd import rewrite_before_autograd
+
+    def fn(x):
+        return (torch.linalg.vector_norm(x, 1, dim=(-2, 1)), torch.linalg.norm(x, dim=-1),
+                x.norm(2, -2), torch.norm(x, dim=[0, -1]))
+    gm = torch.fx.symbolic_trace(fn)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            node.meta["example_value"] = torch.empty(1, 1)
+    assert rewrite_before_autograd(gm)
+    dims = [node.args[2] if len(node.args) > 2 else node.kwargs["dim"]
+            for node in gm.graph.nodes if node.op in ("call_function", "call_method")]
+    assert dims == [(0, 1), 1, 0, [0, 1]]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_statistics_of_a_constant_row_are_exact(dtype):
     # eager's Welford updates give a constant row a variance of exactly 0 and its value as the
