@@ -75,6 +75,11 @@ def script_text(program: Program, outcome: Outcome, device: str, grad: bool, bac
         f"# Run: python {filename} [backend]   (default solder; aot_eager and inductor are "
         "controls).",
         "# Exit 0: matches eager; 1: the backend raised where eager ran; 2: a value differs.",
+        # an error's last frames as the fuzzer saw them: one that does not come back when the
+        # script runs alone (state left by earlier programs in the worker) is still traceable
+        *(["# The error's last frames, as raised in the fuzzer's worker:"]
+          + ["#   " + line for line in (outcome.detail or "").strip().splitlines()[-40:]]
+          if outcome.kind == "error" and outcome.detail else []),
         "import os",
         "import sys",
         "import traceback",

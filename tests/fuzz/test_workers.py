@@ -54,6 +54,17 @@ def test_a_written_script_runs_on_its_own(tmp_path):
     assert program.source() in open(path).read()
 
 
+def test_an_error_script_carries_the_frames_the_worker_saw(tmp_path):
+    from solder.fuzz.run import ERROR, Outcome
+    from solder.fuzz.script import script_text
+    program = generate(6, grad=True).program
+    tb = 'Traceback (most recent call last):\n  File "launch.py", line 9, in _launch\nTypeError: boom'
+    text = script_text(program, Outcome(ERROR, tb, error="TypeError: boom"), "cpu", True,
+                       "solder", "seed 6", "s.py")
+    assert '#     File "launch.py", line 9, in _launch' in text and "#   TypeError: boom" in text
+    compile(text, "s.py", "exec")   # still a script
+
+
 def test_a_budget_stops_taking_seeds_and_the_report_counts_the_rest(tmp_path, capsys):
     import json
 
