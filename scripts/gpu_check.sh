@@ -121,7 +121,8 @@ for part in "$@"; do
     done | tee "$OUT/repros.txt"
     seeds=(--seed "${FUZZ_SEED:-100000}" --count "${FUZZ_COUNT:-20000}")
     [ -n "${FUZZ_SEEDS:-}" ] && seeds=(--seeds "$FUZZ_SEEDS")
-    $PY -m solder fuzz "${seeds[@]}" \
+    # (the budget also ends minimizing; the programs still running get their own timeout)
+    timeout $(( ${FUZZ_BUDGET:-300} + 75 )) $PY -m solder fuzz "${seeds[@]}" \
       --budget "${FUZZ_BUDGET:-300}" --jobs "${FUZZ_JOBS:-12}" --device cuda ${FUZZ_FLAGS:-} \
       --out "$OUT/findings" --json "$OUT/fuzz.json" -q > "$OUT/fuzz.txt" 2>&1
     echo "fuzz rc=$?"; head -40 "$OUT/fuzz.txt"

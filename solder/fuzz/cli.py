@@ -48,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per program, compile included (default 180 on cpu, 60 on cuda)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                   help="start no program after this many seconds; the summary says how many "
-                        "seeds were left unrun (for runs under a wall-clock limit)")
+                   help="start no program and minimize no failing one after this many seconds "
+                        "(failing programs are then written as drawn); the summary says how "
+                        "many seeds were left unrun (for runs under a wall-clock limit)")
     p.add_argument("--out", default="fuzz-findings",
                    help="folder for the failing programs' scripts (default ./fuzz-findings)")
     p.add_argument("--no-minimize", action="store_true", help="write failing programs as drawn")
@@ -98,6 +99,7 @@ def main(argv: Optional[list] = None) -> int:
 
     from .workers import run_seeds
     stop_at = start + args.budget if args.budget is not None else None
+    report.stop_at = stop_at   # past it, failing programs are written as drawn
     run_seeds(seeds, cfg, args.jobs, timeout, report.handle, stop_at=stop_at)
     report.seconds = time.monotonic() - start
     print(report.summary())
@@ -118,6 +120,7 @@ class Report:
         self.counts = {k: 0 for k in KINDS}
         self.rejected = 0
         self.seconds = 0.0
+        self.stop_at: Optional[float] = None   # --budget's end: no minimizing after it
 
     def handle(self, seed: int, out: Outcome, worker) -> None:
         record = {"seed": seed, "kind": out.kind, "detail": out.detail[:2000], "error": out.error,
@@ -142,7 +145,10 @@ class Report:
             generate(seed, self.cfg.grad).program
         info = {"ops": program.ops(), "statements": len(program.stmts)}
         final, grad = program, self.cfg.grad
-        if not self.args.no_minimize and out.kind != TIMEOUT:
+        spent = self.stop_at is not None and time.monotonic() >= self.stop_at
+        if spent:
+            info["minimize_skipped"] = "the --budget was spent"
+        if not self.args.no_minimize and out.kind != TIMEOUT and not spent:
             def check(p, g):
                 return worker.ask({"program": p.to_json(), "grad": g}, self._timeout())
             got = minimize(program, out, self.cfg.grad, check, self.args.minimize_checks)

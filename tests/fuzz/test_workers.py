@@ -77,6 +77,19 @@ def test_a_budget_stops_taking_seeds_and_the_report_counts_the_rest(tmp_path, ca
     assert "50 seeds left unrun (--budget)" in capsys.readouterr().out
 
 
+def test_past_the_budget_a_failing_program_is_written_as_drawn(tmp_path):
+    from solder.fuzz.cli import Report, build_parser
+    from solder.fuzz.run import WRONG, Outcome, RunConfig
+    args = build_parser().parse_args(["--out", str(tmp_path), "--budget", "0"])
+    report = Report(args, RunConfig(backend="solder", device="cpu", grad=False), [6])
+    report.stop_at = 0.0   # long past
+    program = generate(6, grad=False).program
+    info = report._write(6, Outcome(WRONG, "output 0: made up", program=program.to_json()),
+                         worker=None)   # (minimizing would ask the worker)
+    assert info["minimize_skipped"] and "minimized_statements" not in info
+    assert program.source() in open(info["script"]).read()
+
+
 def test_seeds_as_a_list_of_seeds_and_ranges():
     import argparse
 
