@@ -304,8 +304,12 @@ class WrapperGen:
             if (tuple(lay.size) == tuple(blay.size) and tuple(lay.stride) == tuple(blay.stride)
                     and lay.offset == blay.offset):
                 return o.buffer
-            return (f"torch.as_strided({o.buffer}, {self._tuple(lay.size)}, "
-                    f"{self._tuple(lay.stride)}, {o.buffer}.storage_offset() + {self.p(lay.offset)})")
+            # R, not as_strided: an output is never an autograd view of a buffer the graph
+            # made (one made inside AOTAutograd's autograd.Function may not be written in
+            # place later, where eager's result, a fresh tensor, may); outputs that really
+            # alias an input or each other AOTAutograd regenerates itself
+            return (f"R({o.buffer}, {self._tuple(lay.size)}, {self._tuple(lay.stride)}, "
+                    f"{self.p(lay.offset)})")
         if isinstance(o, sympy.Basic):
             return self.p(o)
         return self._arg(o)

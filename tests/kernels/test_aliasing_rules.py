@@ -199,3 +199,28 @@ def test_a_write_runs_after_reads_that_wait_for_a_reduction_in_its_kernel():
     _compare(_old_value_read_after_a_reduction_in_the_writers_kernel,
              lambda: (torch.tensor([0.5, -1.0, 2.0, 3.0]), torch.tensor([0.7]),
                       torch.tensor([3, 1, 2, 0])))
+
+
+@pytest.mark.parametrize("make", [
+    lambda y: torch.stack([y, y], 0),          # a cat, viewed with the new axis
+    lambda y: y.repeat(2, 1),                  # a copy, merged by a view
+    lambda y: y.t().reshape(-1),               # a reshape that copies
+    lambda y: torch.cat([y, y])[2:],           # a slice of a buffer the graph made
+], ids=["stack", "repeat", "reshape", "slice"])
+def test_an_output_of_a_new_buffer_may_be_written_in_place_by_a_later_graph(make):
+    # eager's result is a fresh tensor; the compiled graph's output is a view of a buffer it
+    # allocated, and had it been an autograd view made inside AOTAutograd's function, the
+    # in-place write after the graph break would raise
+    def fn(x):
+        v = make(x.sin())
+        torch._dynamo.graph_break()
+        v.add_(1)
+        return v * 2
+
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    out = torch.compile(fn, backend="solder")(x)
+    ref = fn(x)
+    torch.testing.assert_close(out, ref)
+    grad, = torch.autograd.grad(out.sum(), x)
+    want, = torch.autograd.grad(ref.sum(), x)
+    torch.testing.assert_close(grad, want)
