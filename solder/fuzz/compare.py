@@ -198,7 +198,8 @@ def verdict(eager, comp, ref=None, fixed=None, floor=None, jittered=None):
     for e, c in zip(eager, comp):
         found = _differs(e, c, refs.get(e.label), floor, jits.get(e.label))
         if found and found[0] == "value" and e.label in fixes:
-            if _differs(fixes[e.label], c, None, floor, None) is None:
+            fix = fixes[e.label]
+            if _differs(fix, c, fix.ref, floor, None) is None:
                 found = None
         if found:
             bad.append((e.label,) + found)

@@ -13,7 +13,7 @@ import torch
 
 from .compare import verdict
 from .execute import (CORRECTED_OPS, attach_decomposed_strides, attach_meta_strides,
-                      corrected_eager, jitter_of, run)
+                      jitter_of, run, run_corrected)
 from .generate import generate, namespace
 from .program import Program
 
@@ -122,8 +122,7 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
         fixed = None
         if cfg.grad and any(op in source for op in CORRECTED_OPS):
             try:
-                with corrected_eager():
-                    fixed = run(*args, grad=cfg.grad)
+                fixed = run_corrected(*args, grad=cfg.grad)
             except Exception:  # noqa: BLE001 - then only eager's gradient is accepted
                 fixed = None
         torch._dynamo.reset()

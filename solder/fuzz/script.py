@@ -40,8 +40,7 @@ def main(backend):
         jittered = None
     fixed = None
     if GRAD and CORRECTED_EAGER:
-        with corrected_eager():
-            fixed = run(*args, grad=GRAD)
+        fixed = run_corrected(*args, grad=GRAD)
     try:
         comp = run(*args, backend=backend, grad=GRAD)
     except Exception:

@@ -169,6 +169,22 @@ def test_eager_as_strided_scatter_gradient_is_wrong_and_the_right_one_is_accepte
         assert verdict(e, [_obs(label, right)])
 
 
+def test_the_corrected_run_is_judged_against_its_own_float64_values():
+    # a bfloat16 gradient summed from cancelling terms, where eager's as_strided_scatter
+    # gradient is wrong (so the plain float64 reference is too): the compiled value is two
+    # bfloat16 units of the large terms off the corrected bfloat16 run, and near the corrected
+    # float64 one (seed 411101 on an H100)
+    label = "gradient of a1"
+    eager = [_obs(label, t([0.859375, 2.28125, -1.609375], torch.bfloat16))]
+    fixed = [_obs(label, t([-0.0967, 0.4238, -2.5781], torch.bfloat16))]
+    comp = [_obs(label, t([-0.1133, 0.4258, -2.5625], torch.bfloat16))]
+    assert verdict(eager, comp, fixed=fixed)
+    fixed[0].ref = _obs(label, t([-0.1112, 0.4237, -2.5772], torch.float64))
+    assert verdict(eager, comp, fixed=fixed) == []
+    comp = [_obs(label, t([0.5, 0.4258, -2.5625], torch.bfloat16))]
+    assert verdict(eager, comp, fixed=fixed)
+
+
 def test_strides_the_meta_functions_promise_are_accepted():
     # batch_norm of a permuted input: eager's kernel returns (2, 1), the meta functions that
     # torch.compile traces with promise (1, 2); a compiled output with either is right, a
