@@ -15,7 +15,8 @@ from .pipeline import CompileContext
 # torch.compile's modes, and what Solder does with each
 MODES = {
     "default": None,
-    "reduce-overhead": "Solder does not replay CUDA graphs yet: compiled as mode='default'",
+    # (turns cuda_graphs on: inference graphs replay as CUDA graphs, runtime/cuda_graphs.py)
+    "reduce-overhead": None,
     "max-autotune": "Solder tunes its reduction kernels' launch configs in every mode and has no "
                     "matmul templates yet: compiled as mode='default'",
     "max-autotune-no-cudagraphs": "Solder tunes its reduction kernels' launch configs in every mode "
@@ -41,7 +42,10 @@ def check_mode(mode) -> None:
 def solder_backend(gm, example_inputs, options: Optional[dict] = None, _ctx=None, **kwargs):
     options = dict(options or {})
     options.update(kwargs.pop("options", {}) or {})
-    check_mode(kwargs.pop("mode", None))
+    mode = kwargs.pop("mode", None)
+    check_mode(mode)
+    if mode == "reduce-overhead":
+        options.setdefault("cuda_graphs", True)
     cfg = config_mod.resolve(options)
     ctx = _ctx or CompileContext(cfg)
     import time

@@ -82,6 +82,13 @@ class Config:
         True, "a long reduction into few outputs (a weight gradient's column sums, a whole-tensor "
         "sum) runs as two: partial results over chunks of the rows, then their reduction, so that "
         "enough programs run to fill the GPU (lower/split_reductions.py)", True)
+    cuda_graphs: bool = _setting(
+        False, "replay each compiled inference graph as a CUDA graph, recorded at its second "
+        "call of each input size (mode='reduce-overhead' turns it on; what declines, and why, "
+        "is in solder.explain: runtime/cuda_graphs.py)")
+    cuda_graph_sizes: int = _setting(
+        8, "with cuda_graphs, the most input sizes a graph keeps recordings for (the least "
+        "recently used beyond it is dropped)")
     attention_backends: str = _setting(
         "", "the fused attention kernels SDPA may pick when a graph is captured, comma-separated "
         "from flash, efficient, cudnn, math, in PyTorch's order of preference ('': PyTorch's own "

@@ -45,6 +45,8 @@ class Report:
                 lines.append(f"  ATen fallback: {f.op} ({f.reason})")
             for u in g.user_kernels:
                 lines.append(f"  user kernel: {u}")
+            if g.cuda_graphs:
+                lines.append(f"  CUDA graphs: {g.cuda_graphs}")
             if g.timings:
                 t = ", ".join(f"{k} {v * 1e3:.1f} ms" if isinstance(v, float) else f"{k} {v}"
                               for k, v in g.timings.items())

@@ -48,6 +48,7 @@ class GraphReport:
     wrapper: str = ""
     timings: dict = field(default_factory=dict)
     dump_dir: Optional[str] = None
+    cuda_graphs: str = ""   # with cuda_graphs on: replayed, or why not (runtime/cuda_graphs.py)
     # the graph as AOTAutograd handed it over, printed when first read: printing a LLaMA step's
     # two graphs took 0.07 s of a compile on the CPU that nobody reads unless asked
     fx_graph_printer: Optional[Callable[[], str]] = field(default=None, repr=False)

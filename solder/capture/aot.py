@@ -57,7 +57,13 @@ def _compiler(kind: str, ctx: CompileContext):
         # a backward graph compiles at the first backward, outside the backend call below
         with paused_gc(ctx.config.pause_gc):
             prepare_graph(gm)
-            return compile_graph(gm, example_inputs, kind, ctx)
+            compiled = compile_graph(gm, example_inputs, kind, ctx)
+        if ctx.config.cuda_graphs:
+            from ..runtime import cuda_graphs
+            report = ctx.graphs[-1] if ctx.graphs else None
+            compiled = cuda_graphs.wrap(compiled, gm, kind, getattr(report, "name", kind),
+                                        ctx.config, report)
+        return compiled
     return compile_fn
 
 

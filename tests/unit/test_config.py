@@ -48,9 +48,30 @@ def test_modes_unknown_is_an_error_and_unhonoured_ones_are_said_once(monkeypatch
         backend.check_mode("nonsense")
     monkeypatch.setattr(backend, "_modes_noted", set())
     with caplog.at_level(logging.WARNING, logger="solder"):
-        backend.check_mode("reduce-overhead")
-        backend.check_mode("reduce-overhead")
+        backend.check_mode("max-autotune")
+        backend.check_mode("max-autotune")
+        backend.check_mode("reduce-overhead")   # honoured: CUDA graphs
         backend.check_mode("default")
         backend.check_mode(None)
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1 and "reduce-overhead" in said[0] and "CUDA graphs" in said[0]
+    assert len(said) == 1 and "max-autotune" in said[0] and "matmul templates" in said[0]
+
+
+def test_reduce_overhead_reaches_the_backend_and_turns_cuda_graphs_on(monkeypatch):
+    import torch
+    from solder import backend
+    seen = []
+    real = backend.config_mod.resolve
+
+    def resolve(options=None):
+        cfg = real(options)
+        seen.append(cfg.cuda_graphs)
+        return cfg
+    monkeypatch.setattr(backend.config_mod, "resolve", resolve)
+    torch._dynamo.reset()
+    torch.compile(lambda x: x.sin() + 1, backend="solder", mode="reduce-overhead")(
+        torch.randn(4, device="cpu"))
+    torch._dynamo.reset()
+    torch.compile(lambda x: x.cos() + 1, backend="solder")(torch.randn(4, device="cpu"))
+    torch._dynamo.reset()
+    assert seen == [True, False]

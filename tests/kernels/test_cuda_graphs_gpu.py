@@ -1,0 +1,102 @@
+"""CUDA graphs on the GPU (runtime/cuda_graphs.py): recorded inference graphs replay with eager's
+values, buffers written in place (a KV cache) included, kept outputs keep their values, chained
+compiled functions, symbolic sizes, and the graphs that decline still give eager's values. The
+decisions and bookkeeping alone are tested on the CPU (tests/unit/test_cuda_graphs.py)."""
+import pytest
+import torch
+
+from solder.runtime import cuda_graphs as cg
+
+pytestmark = pytest.mark.gpu
+
+
+class _Decoder(torch.nn.Module):
+    """One step of a toy decoder with a KV cache in a buffer, written in place each step."""
+
+    def __init__(self, d=64, steps=16):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d)
+        self.register_buffer("cache", torch.zeros(steps, d))
+
+    def forward(self, x, pos):
+        h = torch.tanh(self.proj(x))
+        self.cache.index_copy_(0, pos, h)
+        w = torch.softmax(self.cache @ h.t(), dim=0)
+        return (w * self.cache).sum(0, keepdim=True) + h
+
+
+def _replays():
+    return cg.STATS["replays"]
+
+
+def test_a_decode_loop_with_its_cache_written_in_place_equals_eager():
+    torch.manual_seed(0)
+    eager = _Decoder().cuda()
+    compiled_model = _Decoder().cuda()
+    compiled_model.load_state_dict(eager.state_dict())
+    step = torch.compile(compiled_model, backend="solder", mode="reduce-overhead")
+    before = _replays()
+    x = torch.randn(1, 64, device="cuda")
+    for t in range(12):
+        pos = torch.tensor([t], device="cuda")
+        with torch.no_grad():
+            want = eager(x, pos)
+            got = step(x, pos)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(compiled_model.cache, eager.cache)
+        x = want.detach()
+    assert _replays() - before >= 9   # recorded at the second call, replayed after
+
+
+def test_outputs_kept_across_calls_keep_their_values():
+    f = torch.compile(lambda x: (x * 2).sin(), backend="solder", mode="reduce-overhead")
+    xs = [torch.randn(1000, device="cuda") for _ in range(5)]
+    outs = [f(x) for x in xs]
+    for x, out in zip(xs, outs):
+        torch.testing.assert_close(out, (x * 2).sin())
+
+
+def test_chained_compiled_functions():
+    f = torch.compile(lambda x: x.cos() * 3, backend="solder", mode="reduce-overhead")
+    g = torch.compile(lambda y: (y + 1).relu().sum(0), backend="solder", mode="reduce-overhead")
+    for _ in range(4):
+        x = torch.randn(64, 32, device="cuda")
+        torch.testing.assert_close(g(f(x)), ((x.cos() * 3) + 1).relu().sum(0))
+
+
+def test_symbolic_sizes_record_one_graph_per_size():
+    f = torch.compile(lambda x: torch.softmax(x * 2, -1), backend="solder",
+                      mode="reduce-overhead", dynamic=True)
+    recorded = cg.STATS["recordings"]
+    for n in (8, 16, 8, 24, 16, 8):
+        for _ in range(2):
+            x = torch.randn(4, n, device="cuda")
+            torch.testing.assert_close(f(x), torch.softmax(x * 2, -1))
+    assert cg.STATS["recordings"] - recorded == 3
+
+
+def test_graphs_that_decline_say_why_and_stay_right():
+    import solder
+
+    def noisy(x):
+        return torch.nn.functional.dropout(x, 0.5, training=True) + x
+
+    report = solder.explain(noisy, torch.ones(256, device="cuda"),
+                            options={"cuda_graphs": True})
+    assert "repeat the same numbers" in str(report)
+    f = torch.compile(noisy, backend="solder", mode="reduce-overhead")
+    outs = [f(torch.ones(256, device="cuda")) for _ in range(3)]
+    assert not torch.equal(outs[1], outs[2])   # new numbers each call
+    for out in outs:
+        assert set(out.unique().tolist()) <= {1.0, 3.0}
+    train = solder.explain(lambda x: (x * 2).sum(), torch.ones(4, device="cuda",
+                                                             requires_grad=True),
+                           options={"cuda_graphs": True})
+    assert "training graphs" in str(train)
+
+
+def test_explain_says_a_graph_is_replayed():
+    import solder
+    report = solder.explain(lambda x: x.sin() + 1, torch.ones(8, device="cuda"),
+                            options={"cuda_graphs": True})
+    assert "CUDA graphs: replayed" in str(report)

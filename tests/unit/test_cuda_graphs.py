@@ -1,0 +1,210 @@
+"""CUDA-graph decisions and bookkeeping without a GPU (runtime/cuda_graphs.py): what declines and
+why, which inputs a graph writes, and a replayer driven by a stand-in for CUDA's graph capture
+that re-runs the recorded call on the recorded memory, as a replay does. The real recordings are
+tested on the GPU (tests/kernels/test_cuda_graphs_gpu.py)."""
+import pytest
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from solder.runtime import cuda_graphs as cg
+
+aten = torch.ops.aten
+
+
+def _graph(build, devices=("cuda", "cuda")):
+    """An FX graph of aten ops whose placeholders carry fake tensors on ``devices``."""
+    g = fx.Graph()
+    with FakeTensorMode():
+        vals = [torch.empty(4, device=d) for d in devices]
+    xs = []
+    for i, v in enumerate(vals):
+        p = g.placeholder(f"arg{i}")
+        p.meta["val"] = v
+        xs.append(p)
+    g.output(build(g, xs))
+    return fx.GraphModule(torch.nn.Module(), g)
+
+
+def _add(g, xs):
+    return (g.call_function(aten.add.Tensor, (xs[0], xs[1])),)
+
+
+def test_what_declines_and_why():
+    plain = _graph(_add)
+    assert cg.decline_reason(plain, "inference", "") is None
+    assert "training graphs" in cg.decline_reason(plain, "forward", "")
+    assert "training graphs" in cg.decline_reason(plain, "backward", "")
+    assert "input arg1 is a CPU tensor" in cg.decline_reason(
+        _graph(_add, ("cuda", "cpu")), "inference", "")
+    assert "repeat the same numbers" in cg.decline_reason(
+        plain, "inference", "seeds = S.draw_seeds(2, dev)\n")
+    synced = _graph(lambda g, xs: (g.call_function(aten.nonzero.default, (xs[0],)),))
+    assert "nonzero" in cg.decline_reason(synced, "inference", "")
+
+
+def test_the_inputs_a_graph_writes():
+    def build(g, xs):
+        s = g.call_function(aten.add.Tensor, (xs[0], xs[1]))
+        g.call_function(aten.copy_.default, (xs[1], s))
+        g.call_function(aten.index_put_.default, (xs[2], [xs[0]], s))
+        return (s,)
+    assert cg.written_inputs(_graph(build, ("cuda",) * 3)) == {1, 2}
+    assert cg.written_inputs(_graph(_add)) == set()
+
+
+class _FakeCapture:
+    """Stand-in for torch.cuda.CUDAGraph / torch.cuda.graph: the call made under the capture is
+    remembered with its arguments, and replay() makes it again (the compiled functions below
+    write into memory they allocated at the recording, as a captured graph's kernels do)."""
+    recording = None
+
+    def __init__(self):
+        self.call = None
+
+    def replay(self):
+        self.call()
+
+
+class _CapturingContext:
+    def __init__(self, graph, pool=None):
+        self.graph = graph
+
+    def __enter__(self):
+        _FakeCapture.recording = self.graph
+
+    def __exit__(self, *exc):
+        _FakeCapture.recording = None
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeCapture)
+    monkeypatch.setattr(torch.cuda, "graph", _CapturingContext)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(cg, "_pool", lambda device: None)
+    monkeypatch.setattr(cg, "_all_cuda", lambda args: True)
+
+
+class _Compiled:
+    """``out = x * w + 1`` and a view of it, written into memory allocated at its first call
+    under a capture (the recording's pool), and ``x`` written in place when asked."""
+
+    def __init__(self, write_x=False):
+        self.calls, self.captured, self.write_x = 0, 0, write_x
+
+    def __call__(self, args):
+        x, w = args
+        self.calls += 1
+        rec = _FakeCapture.recording
+        if rec is None:   # a plain call (the warm-up, or declined)
+            out = x * w + 1
+            if self.write_x:
+                x.mul_(2)
+            return [out, out[1:]]
+        self.captured += 1
+        out = torch.empty_like(x)
+
+        def run():
+            torch.add(x * w, 1, out=out)
+            if self.write_x:
+                x.mul_(2)
+        run()
+        rec.call = run
+        return [out, out[1:]]
+
+
+def test_warm_up_record_then_replay_with_outputs_copied_out(fake_cuda):
+    compiled = _Compiled()
+    r = cg.Replayer(compiled, "g", static={1}, written=set(), max_sizes=4)
+    w = torch.full((4,), 2.0)
+    outs = []
+    for k in range(4):
+        x = torch.arange(4.0) + k
+        outs.append((x, r([x, w])))
+    # one warm-up, one recording (a capture and its first replay), then replays only
+    assert compiled.calls == 2 and compiled.captured == 1 and r.replays == 3
+    for x, (out, tail) in outs:   # every call's outputs kept their own values
+        assert torch.equal(out, x * 2 + 1) and torch.equal(tail, out[1:])
+        # ... and still alias each other, at the same offset
+        assert tail.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
+        assert tail.storage_offset() == out.storage_offset() + 1
+    last = outs[-1][1][0]
+    rec = next(iter(r.recordings.values()))
+    assert last.data_ptr() != rec.outputs[0].data_ptr()   # not the recording's memory
+
+
+def test_a_written_input_is_copied_back_and_a_moved_parameter_records_again(fake_cuda):
+    compiled = _Compiled(write_x=True)
+    r = cg.Replayer(compiled, "g", static={1}, written={0}, max_sizes=4)
+    w = torch.full((4,), 3.0)
+    for k in range(3):
+        x = torch.arange(4.0) + k
+        before = x.clone()
+        out, _ = r([x, w])
+        assert torch.equal(out, before * 3 + 1) and torch.equal(x, before * 2)
+    assert compiled.captured == 1
+    w2 = torch.full((4,), 5.0)          # the parameter now lives elsewhere: recorded again
+    x = torch.ones(4)
+    out, _ = r([x, w2])
+    assert torch.equal(out, torch.full((4,), 6.0)) and compiled.captured == 2
+    for k in range(cg.MAX_RERECORDS):   # ... and once it moves every call, it declines
+        r([torch.ones(4), torch.full((4,), 5.0)])
+    assert r.declined and "moves to a new address" in r.declined
+    calls = compiled.calls
+    out, _ = r([torch.ones(4), w])
+    assert torch.equal(out, torch.full((4,), 4.0)) and compiled.calls == calls + 1
+
+
+def test_one_recording_per_size_least_recently_used_dropped(fake_cuda):
+    compiled = _Compiled()
+    r = cg.Replayer(compiled, "g", static=set(), written=set(), max_sizes=2)
+    for n in (3, 4, 3, 5, 3):
+        for _ in range(2):
+            out, _ = r([torch.ones(n), torch.ones(n)])
+            assert torch.equal(out, torch.full((n,), 2.0))
+    assert [key[0][0] for key in r.recordings] == [(5,), (3,)]
+
+
+def test_an_output_on_an_input_copy_is_rebased_onto_the_callers_input(fake_cuda):
+    class ViewOfInput:
+        def __call__(self, args):
+            x, = args
+            rec = _FakeCapture.recording
+            if rec is not None:
+                rec.call = lambda: None
+            return [x[1:]]
+    r = cg.Replayer(ViewOfInput(), "g", static=set(), written=set(), max_sizes=2)
+    base = torch.arange(6.0)
+    for _ in range(3):
+        x = base[1:5]
+        view, = r([x])
+        assert view.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+        assert view.storage_offset() == 2 and torch.equal(view, base[2:5])
+
+
+def test_a_recording_that_fails_declines_with_its_reason(fake_cuda):
+    class SyncsInCapture:
+        calls = 0
+
+        def __call__(self, args):
+            self.calls += 1
+            if _FakeCapture.recording is not None:
+                raise RuntimeError("operation not permitted when stream is capturing")
+            return [args[0] + 1]
+    said = []
+    r = cg.Replayer(SyncsInCapture(), "g", static=set(), written=set(), max_sizes=2,
+                    on_decline=said.append)
+    for _ in range(3):
+        out, = r([torch.zeros(2)])
+        assert torch.equal(out, torch.ones(2))
+    assert said and "stream is capturing" in said[0] and "recording failed" in r.declined
+
+
+def test_explain_says_why_a_graph_is_not_replayed():
+    import solder
+    report = solder.explain(lambda x: x.sin() + 1, torch.ones(8, device="cpu"),
+                            options={"cuda_graphs": True})
+    assert "CUDA graphs: not replayed: input" in str(report) and "CPU tensor" in str(report)
+    plain = solder.explain(lambda x: x.sin() + 1, torch.ones(8, device="cpu"))
+    assert "CUDA graphs" not in str(plain)
