@@ -227,5 +227,6 @@ MEMORY_CASES = [
 
 
 def all_cases() -> list[Case]:
+    from solder.bench.decode import DECODE_CASE
     from solder.bench.models import MODEL_CASES
-    return MEMORY_CASES + MODEL_CASES
+    return MEMORY_CASES + MODEL_CASES + [DECODE_CASE]

@@ -46,14 +46,18 @@ def compile_for(fn: Callable, backend: str, reports: list | None = None) -> Call
     compile finding or evicting another's. For Solder, ``reports`` (a list) receives the
     compile's context, whose graph reports count the kernels it generated."""
     entry = _entry_of_its_own(fn, backend)
-    if backend == "solder":
+    base, ro = (backend[:-3], True) if backend.endswith("-ro") else (backend, False)
+    if base == "solder":
         from solder import config
         from solder.backend import backend_for
         from solder.pipeline import CompileContext
-        ctx = CompileContext(config.resolve(COLD_OPTIONS["solder"]))
+        options = dict(COLD_OPTIONS["solder"], cuda_graphs=ro)
+        ctx = CompileContext(config.resolve(options))
         if reports is not None:
             reports.append(ctx)
-        return torch.compile(entry, backend=backend_for(COLD_OPTIONS["solder"], ctx))
+        return torch.compile(entry, backend=backend_for(options, ctx))
+    if ro:   # torch.compile takes a mode or options, not both
+        return torch.compile(entry, backend=base, mode="reduce-overhead")
     return torch.compile(entry, backend=backend, options=COLD_OPTIONS.get(backend))
 
 
@@ -135,14 +139,14 @@ def _first_call(name: str, work: Workload, expected, settings: Settings,
                 r.status, r.detail = FAILED, f"wrong output: {_brief(err)}"
                 return r, None
             del out
-        if name == "solder":
+        if name.startswith("solder"):
             r.slow_launches = _slow_launches(lambda: work.step(f), device)
             if r.slow_launches:
                 log(f"  {r.slow_launches} launches per call through Triton's Python launcher")
         seen = timing.kernel_launches(lambda: work.step(f), device)
         if seen:
             r.launches = seen["launches"]
-            if name == "inductor":   # Solder's count came from its compile context above
+            if name.startswith("inductor"):   # Solder's came from its compile context above
                 r.kernels = seen["triton_kernels"]
         return r, f
     except Exception as err:

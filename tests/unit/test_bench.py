@@ -205,3 +205,20 @@ def test_the_cpu_paths_at_cpu_sizes(tmp_path):
     assert times["solder"] < 3 * times["eager"], times    # (it ran op by op at 6x before)
     with pytest.raises(SystemExit):
         cli.parse_args(["--device", "tpu"])
+
+
+def test_the_decode_case_under_cuda_graphs_backend_matches_eager(tmp_path):
+    # solder-ro is Solder with cuda_graphs on (on the CPU every graph declines: the values
+    # are eager's all the same); the decode loop writes its KV cache buffers in place
+    from solder.bench.runner import compile_for
+    out = tmp_path / "bench.json"
+    rc = cli.main(["--cases", "decode", "--backends", "eager,solder-ro", "--quick",
+                   "--json", str(out)])
+    assert rc == 0
+    (case,) = json.loads(out.read_text())["cases"]
+    assert case["backends"]["solder-ro"]["status"] == "ok"
+    reports = []
+    compile_for(lambda x: x + 1, "solder-ro", reports)
+    assert reports[0].config.cuda_graphs
+    compile_for(lambda x: x + 1, "solder", reports)
+    assert not reports[1].config.cuda_graphs
