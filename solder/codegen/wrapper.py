@@ -95,6 +95,9 @@ class WrapperGen:
         names = [name for _, name, _ in g.inputs]
         if names:
             self.emit(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
+            # the caller's list let go (AOTAutograd hands a backward its saved activations in
+            # it and keeps none): each input is freed after its last use below, not at return
+            self.emit("args.clear()")
         for cname, value in g.constants:
             self.consts.append(value)
             self.emit(f"{cname} = CONSTS[{len(self.consts) - 1}]")
@@ -108,6 +111,10 @@ class WrapperGen:
         last_use = self._last_uses()
         keep = self._output_buffers()
         self.plan = plan_reuse(g, self.steps, last_use, keep)
+        tensor_inputs = {name for kind, name, _ in g.inputs if kind == "tensor"}
+        unused = sorted(tensor_inputs - set(last_use) - keep)
+        if unused:
+            self.emit(f"del {', '.join(unused)}  # inputs no step reads")
         for i, step in enumerate(self.steps):
             if isinstance(step, Kernel):
                 self._kernel(step)
@@ -116,9 +123,10 @@ class WrapperGen:
                     self._alloc(step.buffer)
             else:
                 self._call(step.buffer)
+            # (an input's name is dropped too: the caller's references decide whether it lives)
             dead = [n for n, last in last_use.items() if last == i and n not in keep
                     and n not in self.plan.donors
-                    and not isinstance(g.by_name.get(n), InputBuffer)]
+                    and (n in tensor_inputs or not isinstance(g.by_name.get(n), InputBuffer))]
             if dead:
                 self.emit(f"del {', '.join(sorted(dead))}")
         outs = [self._output(o) for o in g.outputs]

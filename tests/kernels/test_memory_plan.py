@@ -101,3 +101,51 @@ def test_the_wrapper_is_the_same_in_every_process():
         assert "# reuse" in r.stdout
         outs.add(r.stdout)
     assert len(outs) == 1
+
+
+# a fallback op in the middle of a graph that reports whether a watched tensor is alive then
+_PROBE = torch.library.Library("solder_test_memory", "DEF")
+_PROBE.define("probe(Tensor y) -> Tensor")
+_WATCHED: list = []
+
+
+def _probe(y):
+    if _WATCHED:   # (not while the graph is traced)
+        _WATCHED.append(_WATCHED[0]() is not None)
+    return y.clone()
+
+
+for _key in ("CPU", "CUDA"):
+    _PROBE.impl("probe", _probe, _key)
+_PROBE.impl("probe", lambda y: torch.empty_like(y), "Meta")
+
+
+def test_an_input_is_freed_after_its_last_use_and_the_callers_list_is_emptied():
+    # AOTAutograd hands a backward its saved activations in a list and keeps none: a wrapper
+    # that held them to its return kept every activation alive through the whole backward
+    import weakref
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from solder.capture.passes import prepare_graph
+    from solder.config import Config
+    from solder.pipeline import CompileContext, compile_graph
+
+    def fn(x, w):
+        return (torch.ops.solder_test_memory.probe(x.sin()) * w,)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    x, w = torch.randn(64, device=dev), torch.randn(64, device=dev)
+    gm = make_fx(fn)(x, w)
+    prepare_graph(gm)
+    compiled = compile_graph(gm, [x, w], "inference", CompileContext(Config()))
+    want = fn(x, w)[0]
+    ref = weakref.ref(x)
+    _WATCHED[:] = [ref]
+    args = [x, w]
+    del x
+    out, = compiled(args)
+    assert args == [] and ref() is None
+    assert _WATCHED[1:] == [False]   # x was gone when the probe ran, after the sin kernel
+    torch.testing.assert_close(out, want)
+    wrapper = compiled.wrapper_source
+    assert "args.clear()" in wrapper and "del arg0" in wrapper
