@@ -28,6 +28,9 @@ class BackendResult:
     # solder: launches per call that went through Triton's Python launcher instead of a launch
     # plan (a steady state should have none; launch hooks of a profiler force them)
     slow_launches: Optional[int] = None
+    # CUDA only: the most memory one steady-state call allocated above what was allocated
+    # before it (weights, inputs and the bench's reference outputs are resident, not counted)
+    call_mib: Optional[float] = None
 
 
 @dataclass
@@ -150,7 +153,7 @@ def summary_table(run: RunResult) -> str:
 def detail_table(run: RunResult) -> str:
     """One row per case and backend: everything measured."""
     rows = [["case", "backend", "status", "median ms", "spread %", "host ms", "x eager",
-             "compile s", "kernels", "launches", "GB/s", "% copy"]]
+             "compile s", "kernels", "launches", "call MiB", "GB/s", "% copy"]]
     for c in run.cases:
         for i, (name, r) in enumerate(c.backends.items()):
             m = c.metrics(name, run.ceiling_gbs)
@@ -158,7 +161,8 @@ def detail_table(run: RunResult) -> str:
                          _num(m["spread_pct"], ".0f"), _num(r.host_ms, ".3f"),
                          _num(m["speedup_vs_eager"], ".2f"),
                          _num(r.compile_s, ".2f"),
-                         _num(r.kernels, "d"), _num(r.launches, "d"), _num(m["gbs"], ".0f"),
+                         _num(r.kernels, "d"), _num(r.launches, "d"),
+                         _num(r.call_mib, ".0f"), _num(m["gbs"], ".0f"),
                          _num(m["pct_of_copy"], ".0f")])
     return format_table(rows, left=3)
 

@@ -143,6 +143,7 @@ def _first_call(name: str, work: Workload, expected, settings: Settings,
             r.slow_launches = _slow_launches(lambda: work.step(f), device)
             if r.slow_launches:
                 log(f"  {r.slow_launches} launches per call through Triton's Python launcher")
+        r.call_mib = _call_mib(lambda: work.step(f), device)
         seen = timing.kernel_launches(lambda: work.step(f), device)
         if seen:
             r.launches = seen["launches"]
@@ -195,6 +196,19 @@ def _slow_launches(thunk, device) -> int:
     thunk()
     timing.synchronize(device)
     return launch.SLOW_LAUNCHES - before
+
+
+def _call_mib(thunk, device) -> float | None:
+    """The peak memory one call allocates above what is allocated before it, in MiB (CUDA)."""
+    if device.type != "cuda":
+        return None
+    timing.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    out = thunk()
+    timing.synchronize(device)
+    del out
+    return (torch.cuda.max_memory_allocated(device) - before) / 2**20
 
 
 def _check_finite(outputs) -> None:
