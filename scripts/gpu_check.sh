@@ -8,6 +8,7 @@
 #   AOT_MODELS=gpt2 scripts/gpu_check.sh aot            # AOT packages against inductor's
 #   COMPILE_TIME_CASES=resnet50 scripts/gpu_check.sh compile   # cold compiles, fresh processes
 #   scripts/gpu_check.sh conformance        # OpInfo suite on the GPU (CONF_ARGS, CONF_JOBS)
+#   MEMORY_CASES=vit_train scripts/gpu_check.sh memory   # peak memory, by allocating line
 #   REPROS=.repros FUZZ_BUDGET=300 scripts/gpu_check.sh correctness   # repros + differential fuzzing
 set -u
 OUT=${OUT:-/tmp/solder-gpu}; mkdir -p "$OUT"
@@ -123,6 +124,14 @@ for part in "$@"; do
         > "$OUT/aot_$m.txt" 2>&1
       echo "aot $m rc=$?"; tail -14 "$OUT/aot_$m.txt"
     done
+    ;;
+  memory)   # MEMORY_CASES=resnet50_train,vit_train [MEMORY_BACKENDS=inductor,solder]: peak
+            # memory of one call and what is alive at it, by the line that allocated it
+    for c in ${MEMORY_CASES:+${MEMORY_CASES//,/ }}; do
+      timeout 240 $PY -m solder.bench.memory "$c" --backends "${MEMORY_BACKENDS:-inductor,solder}" \
+        >> "$OUT/memory.txt" 2>> "$OUT/memory.err"
+    done
+    cat "$OUT/memory.txt"; tail -3 "$OUT/memory.err"
     ;;
   correctness)   # [REPROS=dir of repro scripts (DEV = 'cuda')] [FUZZ_SEEDS=1,5:9 or FUZZ_SEED=100000 FUZZ_COUNT=20000
                  # FUZZ_BUDGET=300 FUZZ_JOBS=12 FUZZ_FLAGS=--grad]: each repro's last line, then

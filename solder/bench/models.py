@@ -145,6 +145,47 @@ def convnext(device, quick):
     return Workload(forward, (x,), tolerance=MODEL_TOLERANCE)
 
 
+def resnet50_train(device, quick):
+    import torchvision
+
+    batch, side = (2, 64) if quick or device.type == "cpu" else (16, 224)
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).to(device).train()
+    x = torch.randn(batch, 3, side, side, device=device)
+    labels = torch.randint(0, 1000, (batch,), device=device)
+
+    def loss(x, labels):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            return torch.nn.functional.cross_entropy(model(x), labels)
+
+    params = tuple(p for p in model.parameters() if p.requires_grad)
+    return Workload(loss, (x, labels), grad_leaves=params, tolerance=MODEL_TOLERANCE)
+
+
+def vit_train(device, quick):
+    from transformers import ViTConfig, ViTForImageClassification
+
+    if quick or device.type == "cpu":
+        config = ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=128, image_size=32, patch_size=8,
+                           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        batch = 2
+    else:
+        config = ViTConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        batch = 16
+    torch.manual_seed(0)
+    model = ViTForImageClassification(config).to(device).train()
+    x = torch.randn(batch, 3, config.image_size, config.image_size, device=device)
+    labels = torch.randint(0, config.num_labels, (batch,), device=device)
+
+    def loss(x, labels):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            return model(pixel_values=x, labels=labels).loss
+
+    params = tuple(p for p in model.parameters() if p.requires_grad)
+    return Workload(loss, (x, labels), grad_leaves=params, tolerance=MODEL_TOLERANCE)
+
+
 def _calibrate_batchnorm(model: torch.nn.Module, x: torch.Tensor) -> None:
     # Random weights with the default running statistics (mean 0, var 1) let activations grow
     # block after block, towards fp16 overflow. One forward pass in train mode with a cumulative
@@ -169,6 +210,10 @@ MODEL_CASES = [
          "backward, dropout off), batch 8x512", bert_train, needs=("transformers",)),
     Case("vit", "transformers ViTForImageClassification B/16 224, bf16 inference, batch 64", vit,
          needs=("transformers",)),
+    Case("resnet50_train", "torchvision resnet50 training step, bf16 autocast, batch 16",
+         resnet50_train, needs=("torchvision",)),
+    Case("vit_train", "transformers ViTForImageClassification B/16 224 training step, bf16 "
+         "autocast (dropout off), batch 16", vit_train, needs=("transformers",)),
     Case("convnext", "transformers ConvNextForImageClassification tiny, fp16 channels_last "
          "inference, batch 64", convnext, needs=("transformers",)),
 ]

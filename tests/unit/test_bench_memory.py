@@ -1,0 +1,36 @@
+"""The memory-timeline tool's arithmetic (solder/bench/memory.py) on a made-up allocator trace:
+the peak, what is alive at it, and where each allocation was made."""
+from solder.bench.memory import group_key, peak_of, summarize
+
+W = "<solder graph3_backward wrapper>"
+
+
+def _alloc(addr, size, filename, line, name="call"):
+    return {"action": "alloc", "addr": addr, "size": size,
+            "frames": [{"filename": "/x/torch/cuda/memory.py", "line": 1, "name": "empty"},
+                       {"filename": filename, "line": line, "name": name}]}
+
+
+def _free(addr):
+    return {"action": "free_requested", "addr": addr}
+
+
+def test_the_peak_and_what_is_alive_at_it():
+    trace = [_alloc(1, 100, W, 3), _alloc(2, 50, W, 4), _free(1), _alloc(3, 80, W, 5),
+             _alloc(4, 30, W, 5), _free(3), _free(4), _free(99)]   # 99: freed, never seen
+    peak, live = peak_of(trace)
+    assert peak == 160 and sorted(live) == [2, 3, 4]
+
+
+def test_allocations_are_grouped_by_the_wrapper_line_that_made_them():
+    source = "def call(args):\n    arg0, = args\n    buf0 = torch.empty(4)\n"
+    key = group_key(_alloc(1, 8, W, 3)["frames"], {"graph3_backward": source})
+    assert key == "graph3_backward line 3: buf0 = torch.empty(4)"
+    assert group_key(_alloc(1, 8, "/home/u/model.py", 12, "forward")["frames"]) == \
+        "model.py:12 in forward"
+    lines = summarize({1: (3 * 2**20, _alloc(1, 0, W, 3)["frames"]),
+                       2: (2**20, _alloc(2, 0, W, 3)["frames"]),
+                       3: (2**20, _alloc(3, 0, "/m.py", 7, "f")["frames"])},
+                      {"graph3_backward": source})
+    assert lines[0].split() [:2] == ["4.0", "MiB"] and "x2" in lines[0]
+    assert "m.py:7 in f" in lines[1]
