@@ -9,6 +9,7 @@
 #   COMPILE_TIME_CASES=resnet50 scripts/gpu_check.sh compile   # cold compiles, fresh processes
 #   scripts/gpu_check.sh conformance        # OpInfo suite on the GPU (CONF_ARGS, CONF_JOBS)
 #   MEMORY_CASES=vit_train scripts/gpu_check.sh memory   # peak memory, by allocating line
+#   DASH_PART=1/6 scripts/gpu_check.sh dashboard        # one part of the model dashboard
 #   REPROS=.repros FUZZ_BUDGET=300 scripts/gpu_check.sh correctness   # repros + differential fuzzing
 set -u
 OUT=${OUT:-/tmp/solder-gpu}; mkdir -p "$OUT"
@@ -124,6 +125,16 @@ for part in "$@"; do
         > "$OUT/aot_$m.txt" 2>&1
       echo "aot $m rc=$?"; tail -14 "$OUT/aot_$m.txt"
     done
+    ;;
+  dashboard)   # [DASH_PART=1/6] [DASH_FAMILY=timm] [DASH_MODE=training] [DASH_S=540]: one part of
+               # the model dashboard's suite, its JSON in $OUT (merge the parts with
+               # python -m solder.bench.dashboard $OUT/dashboard-*.json -o docs/dashboard.md)
+    tag=${DASH_PART:-all}; tag=${tag//\//-of-}
+    timeout "${DASH_S:-540}" $PY -m solder bench --suite dashboard ${DASH_PART:+--part "$DASH_PART"} \
+      ${DASH_FAMILY:+--family "$DASH_FAMILY"} ${DASH_MODE:+--mode "$DASH_MODE"} --rounds 3 \
+      --backends "${DASH_BACKENDS:-eager,inductor,solder}" --json "$OUT/dashboard-$tag.json" \
+      > "$OUT/dashboard-$tag.txt" 2> "$OUT/dashboard-$tag.err"
+    echo "dashboard rc=$?"; head -60 "$OUT/dashboard-$tag.txt"; tail -5 "$OUT/dashboard-$tag.err"
     ;;
   memory)   # MEMORY_CASES=resnet50_train,vit_train [MEMORY_BACKENDS=inductor,solder]: peak
             # memory of one call and what is alive at it, by the line that allocated it

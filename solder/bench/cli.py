@@ -46,6 +46,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "table gives their median and spread (default 5 on a GPU, where host "
                         "speed drifts over seconds; 1 without)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
+    p.add_argument("--suite", choices=("dashboard",), default=None,
+                   help="the model dashboard's cases (solder/bench/suite.py: torchvision, timm "
+                        "and transformers models, inference and training) instead of the "
+                        "benchmark's; merge runs with python -m solder.bench.dashboard")
+    p.add_argument("--family", choices=("torchvision", "timm", "transformers"), default="",
+                   help="with --suite: one family only")
+    p.add_argument("--mode", choices=("inference", "training"), default="",
+                   help="with --suite: one mode only")
+    p.add_argument("--part", default="",
+                   help="with --suite: the k-th of n interleaved slices (k/n), for runs that "
+                        "must fit a time limit")
     return p.parse_args(argv)
 
 
@@ -130,9 +141,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     from solder.bench.runner import Settings, run_case, warm_up_process
     from solder.bench.timing import copy_ceiling
 
-    cases, unknown = _select(all_cases(), args.cases)
+    universe = all_cases()
+    if args.suite:
+        from solder.bench.suite import dashboard_cases, part_of
+        universe = dashboard_cases(args.family, args.mode)
+        if args.part:
+            try:
+                universe = part_of(universe, args.part)
+            except ValueError as e:
+                _log(str(e))
+                return 2
+    cases, unknown = _select(universe, args.cases)
     if args.list:
-        for c in all_cases():
+        for c in cases:
             print(f"{c.name:<20} {c.description}")
         return 0
     if unknown:

@@ -31,6 +31,7 @@ class BackendResult:
     # CUDA only: the most memory one steady-state call allocated above what was allocated
     # before it (weights, inputs and the bench's reference outputs are resident, not counted)
     call_mib: Optional[float] = None
+    peak_mib: Optional[float] = None    # CUDA only: the peak during that call, resident included
 
 
 @dataclass

@@ -143,7 +143,7 @@ def _first_call(name: str, work: Workload, expected, settings: Settings,
             r.slow_launches = _slow_launches(lambda: work.step(f), device)
             if r.slow_launches:
                 log(f"  {r.slow_launches} launches per call through Triton's Python launcher")
-        r.call_mib = _call_mib(lambda: work.step(f), device)
+        r.call_mib, r.peak_mib = _call_memory(lambda: work.step(f), device)
         seen = timing.kernel_launches(lambda: work.step(f), device)
         if seen:
             r.launches = seen["launches"]
@@ -198,17 +198,19 @@ def _slow_launches(thunk, device) -> int:
     return launch.SLOW_LAUNCHES - before
 
 
-def _call_mib(thunk, device) -> float | None:
-    """The peak memory one call allocates above what is allocated before it, in MiB (CUDA)."""
+def _call_memory(thunk, device) -> tuple:
+    """(the peak memory one call allocates above what is allocated before it, the peak with
+    it), in MiB (CUDA; (None, None) elsewhere)."""
     if device.type != "cuda":
-        return None
+        return None, None
     timing.synchronize(device)
     before = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
     out = thunk()
     timing.synchronize(device)
     del out
-    return (torch.cuda.max_memory_allocated(device) - before) / 2**20
+    peak = torch.cuda.max_memory_allocated(device)
+    return (peak - before) / 2**20, peak / 2**20
 
 
 def _check_finite(outputs) -> None:
