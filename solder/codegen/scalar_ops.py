@@ -167,8 +167,10 @@ def _minmax(kind):
         a, b = args
         fn = "tl.minimum" if kind == "min" else "tl.maximum"
         if dtypes[0].is_floating_point:
-            # torch propagates NaN from either side
-            return f"tl.where(({a} != {a}) | ({b} != {b}), {a} + {b}, {fn}({a}, {b}))"
+            # torch propagates NaN from either side, and of two equal values returns the
+            # first (maximum(-0.0, 0.0) and relu(-0.0) are -0.0), where Triton's may not
+            pick = f"tl.where({b} {'<' if kind == 'min' else '>'} {a}, {b}, {a})"
+            return f"tl.where(({a} != {a}) | ({b} != {b}), {a} + {b}, {pick})"
         return f"{fn}({a}, {b})"
     return emit
 
@@ -206,11 +208,11 @@ SCALAR_OPS = {
     # exponentials and logs
     "exp": _fmt("tl.exp({0})"),
     "exp2": _fmt("tl.exp2({0})"),
-    "expm1": _ld("expm1", lambda x: f"(tl.exp({x}) - 1.0)"),
+    "expm1": _ld("expm1", lambda x: f"_i_expm1({x})"),
     "log": _fmt("tl.log({0})"),
     "log2": _fmt("tl.log2({0})"),
     "log10": _ld("log10", lambda x: f"(tl.log({x}) * 0.4342944819032518)"),
-    "log1p": _ld("log1p", lambda x: f"tl.log(1.0 + {x})"),
+    "log1p": _ld("log1p", lambda x: f"_i_log1p({x})"),
     "sqrt": _fmt("tl.sqrt({0})"),
     "rsqrt": _fmt("tl.rsqrt({0})"),
     "pow": _pow_op,
@@ -222,12 +224,12 @@ SCALAR_OPS = {
     "acos": _sf("_sf_acos", "acos"),
     "atan": _sf("_sf_atan", "atan"),
     "atan2": _sf("_sf_atan2", "atan2"),
-    "sinh": _ld("sinh", lambda x: f"((tl.exp({x}) - tl.exp(-{x})) * 0.5)"),
+    "sinh": _ld("sinh", lambda x: f"_i_sinh({x})"),
     "cosh": _ld("cosh", lambda x: f"((tl.exp({x}) + tl.exp(-{x})) * 0.5)"),
-    "tanh": _ld("tanh", lambda x: f"_tanh({x})"),
-    "asinh": _ld("asinh", lambda x: f"_asinh({x})"),
+    "tanh": _ld("tanh", lambda x: f"_i_tanh({x})"),
+    "asinh": _ld("asinh", lambda x: f"_i_asinh({x})"),
     "acosh": _ld("acosh", lambda x: f"tl.log({x} + tl.sqrt({x} * {x} - 1.0))"),
-    "atanh": _ld("atanh", lambda x: f"(0.5 * tl.log((1.0 + {x}) / (1.0 - {x})))"),
+    "atanh": _ld("atanh", lambda x: f"_i_atanh({x})"),
     "sigmoid": _fmt("tl.sigmoid({0})"),
     # special functions
     "erf": _fmt("tl.erf({0})"),
@@ -345,15 +347,52 @@ def _round_half_even(x):
 
 
 @triton.jit
-def _tanh(x):
-    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
-
-
-@triton.jit
 def _asinh(x):
     ax = tl.abs(x)
     r = tl.log(ax + tl.sqrt(ax * ax + 1.0))
     return tl.where(x < 0, -r, r)
+
+
+# The interpreter's odd functions near 0 (the GPU calls libdevice): in float64, by the series
+# below |x| < 1e-5, where exp(x) - 1 and its kind cancel to 0 (eager's expm1(1e-30) is 1e-30),
+# and f(-0.0) is -0.0 as in ATen
+@triton.jit
+def _i_expm1(x):
+    w = x.to(tl.float64)
+    return tl.where(tl.abs(w) < 1e-5, w * (1.0 + 0.5 * w), tl.exp(w) - 1.0).to(x.dtype)
+
+
+@triton.jit
+def _i_log1p(x):
+    w = x.to(tl.float64)
+    return tl.where(tl.abs(w) < 1e-5, w * (1.0 - 0.5 * w), tl.log(1.0 + w)).to(x.dtype)
+
+
+@triton.jit
+def _i_sinh(x):
+    w = x.to(tl.float64)
+    big = (tl.exp(w) - tl.exp(-w)) * 0.5
+    return tl.where(tl.abs(w) < 1e-5, w * (1.0 + w * w / 6.0), big).to(x.dtype)
+
+
+@triton.jit
+def _i_tanh(x):
+    w = x.to(tl.float64)
+    big = 2.0 * tl.sigmoid(2.0 * w) - 1.0
+    return tl.where(tl.abs(w) < 1e-5, w * (1.0 - w * w / 3.0), big).to(x.dtype)
+
+
+@triton.jit
+def _i_asinh(x):
+    w = x.to(tl.float64)
+    return tl.where(tl.abs(w) < 1e-5, w * (1.0 - w * w / 6.0), _asinh(w)).to(x.dtype)
+
+
+@triton.jit
+def _i_atanh(x):
+    w = x.to(tl.float64)
+    big = 0.5 * tl.log((1.0 + w) / (1.0 - w))
+    return tl.where(tl.abs(w) < 1e-5, w * (1.0 + w * w / 3.0), big).to(x.dtype)
 
 
 @triton.jit

@@ -89,7 +89,8 @@ def _sf_atan2(y, x):
 _helper("_sf_asin", '''
 @triton.jit
 def _sf_asin(x):
-    return _sf_atan2(x, tl.sqrt((1.0 - x) * (1.0 + x)))
+    # (asin(-0.0) is -0.0)
+    return tl.where(x == 0, x, _sf_atan2(x, tl.sqrt((1.0 - x) * (1.0 + x))))
 ''', "_sf_atan2")
 
 _helper("_sf_acos", '''

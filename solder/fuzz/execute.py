@@ -172,6 +172,18 @@ def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False, jit
     the gradient's loss); jitter: inputs perturbed by this relative amount (eager's own
     sensitivity, for the comparison); backward=False: with grad, inputs that require
     gradients but no backward (what the forward alone gives)."""
+    # the reference run computes in float64 throughout: floats its inputs widened, and the
+    # floats that integers promote to (``a / b`` of int64 inputs) float64 too, not float32
+    saved_dtype = torch.get_default_dtype()
+    if up:
+        torch.set_default_dtype(torch.float64)
+    try:
+        return _run(fn, make_inputs, laws, rng_seed, backend, up, grad, jitter, backward)
+    finally:
+        torch.set_default_dtype(saved_dtype)
+
+
+def _run(fn, make_inputs, laws, rng_seed, backend, up, grad, jitter, backward):
     ins, bases, leaves = make_inputs(up, grad)
     if jitter:
         _jitter(ins, bases, jitter)

@@ -273,3 +273,21 @@ def test_eager_batch_norm_gradient_of_a_permuted_input_is_wrong_and_the_right_on
     right[k].tensor = got[label]
     assert verdict(eager, right, fixed=fixed) == []
     assert [d[0] for d in verdict(eager, right)] == [label]
+
+
+def test_the_reference_run_promotes_integers_to_float64():
+    # seed 140765: a group norm of a row that is constant only in exact arithmetic, computed
+    # from ``a0 / a0`` of an int64 input; the reference's division gave float32 (the default
+    # dtype), so its group norm carried eager's float32 rounding and Solder's exact bias was
+    # "wrong" against both
+    from solder.fuzz.execute import run
+
+    def make_inputs(up=False, grad=False):
+        return [torch.tensor([-8, 0, 7, 8])], [], []
+
+    def fn(a0):
+        return (a0 / a0 * 3,)
+    ref = run(fn, make_inputs, {}, 0, up=True)
+    eager = run(fn, make_inputs, {}, 0)
+    assert ref[0].tensor.dtype == torch.float64 and eager[0].tensor.dtype == torch.float32
+    assert torch.get_default_dtype() == torch.float32   # restored

@@ -373,3 +373,25 @@ def test_the_division_helper_keeps_signed_zeros_and_infinities():
     out = torch.empty_like(a)
     mod.k[(1,)](a, b, out, 8)
     _same_bits(out, a / b)
+
+
+_ZERO_SIGN_OPS = {
+    "expm1": torch.expm1, "log1p": torch.log1p, "sinh": torch.sinh, "tanh": torch.tanh,
+    "asinh": torch.asinh, "atanh": torch.atanh, "asin": torch.asin,
+    "elu": torch.nn.functional.elu, "celu": torch.nn.functional.celu,
+    "selu": torch.nn.functional.selu, "relu": torch.relu, "relu6": torch.nn.functional.relu6,
+    "hardtanh": torch.nn.functional.hardtanh,
+    "maximum": lambda z: torch.maximum(z, torch.zeros_like(z)),
+    "minimum": lambda z: torch.minimum(z, torch.zeros_like(z)),
+    "clamp": lambda z: z.clamp(min=0.0), "clamp_max": lambda z: z.clamp(max=0.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ZERO_SIGN_OPS))
+def test_the_sign_of_a_zero_result_is_eagers(name):
+    # f(-0.0) is -0.0 for odd functions (exp(x) - 1 gave +0.0), and of two equal values
+    # maximum, minimum and clamp return the first, as eager does (relu(-0.0) is -0.0): a
+    # gradient through sqrt or a division by the result turns the sign into an infinity's
+    fn = _ZERO_SIGN_OPS[name]
+    z = torch.tensor([-0.0, 0.0, -1e-30, 1e-30])
+    _same_bits(torch.compile(fn, backend="solder")(z), fn(z))
