@@ -178,8 +178,11 @@ def _minmax(kind):
 def _fminmax(kind):
     def emit(args, dtypes):
         a, b = args
-        fn = "tl.minimum" if kind == "min" else "tl.maximum"
-        return f"tl.where({a} != {a}, {b}, tl.where({b} != {b}, {a}, {fn}({a}, {b})))"
+        if not dtypes[0].is_floating_point:
+            return f"{'tl.minimum' if kind == 'min' else 'tl.maximum'}({a}, {b})"
+        # NaN only where both are; of two equal values the first (fmax(-0.0, 0.0) is -0.0)
+        pick = f"tl.where({b} {'<' if kind == 'min' else '>'} {a}, {b}, {a})"
+        return f"tl.where({a} != {a}, {b}, tl.where({b} != {b}, {a}, {pick}))"
     return emit
 
 

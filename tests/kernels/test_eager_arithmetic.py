@@ -384,6 +384,8 @@ _ZERO_SIGN_OPS = {
     "maximum": lambda z: torch.maximum(z, torch.zeros_like(z)),
     "minimum": lambda z: torch.minimum(z, torch.zeros_like(z)),
     "clamp": lambda z: z.clamp(min=0.0), "clamp_max": lambda z: z.clamp(max=0.0),
+    "fmax": lambda z: torch.fmax(z, torch.zeros_like(z)),
+    "fmin": lambda z: torch.fmin(z, torch.zeros_like(z)),
 }
 
 
