@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 import torch
 
 from . import config as config_mod
-from .pipeline import CompileContext, GraphReport
+from .pipeline import CompileContext
+from .reports import GraphReport
 
 
 @dataclass

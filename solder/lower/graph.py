@@ -8,10 +8,7 @@ or a value read by several consumers that is too expensive to recompute.
 """
 from __future__ import annotations
 
-import functools
 import operator
-import os
-import re
 from typing import Any, Optional
 
 import sympy
@@ -22,6 +19,7 @@ from ..config import Config
 from ..ir import expr as E
 from ..ir.nodes import (BufferArg, Buffer, ComputedBuffer, ExternBuffer, InputBuffer, Layout,
                         Pointwise, contiguous_strides)
+from ..provenance import source_of
 from . import registry
 from .registry import Call, Decline, op_name
 from .tensors import Stored, TensorValue, Virtual, VirtualView, map_nested, sym, sym_list
@@ -176,7 +174,7 @@ class GraphLowering:
                 placeholder += 1
             elif node.op == "call_function":
                 self.current_origins = [op_name(node.target)]
-                self.current_source = _source_of(node)
+                self.current_source = source_of(node)
                 try:
                     self.env[node] = self._call(node)
                 except Decline:
@@ -416,7 +414,7 @@ class GraphLowering:
                 # (a view of a padded matmul), never after the graph's last op
                 called = isinstance(r, fx.Node) and r.op == "call_function"
                 self.current_origins = [op_name(r.target)] if called else []
-                self.current_source = _source_of(r) if called else []
+                self.current_source = source_of(r) if called else []
                 v = self._realize_output(v, meta)
             self.outputs.append(v)
 
@@ -593,31 +591,3 @@ def _flat(args):
             yield from _flat(a)
         else:
             yield a
-
-
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
-
-
-@functools.lru_cache(maxsize=None)
-def _library_dirs() -> tuple[str, ...]:
-    import triton
-    return tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, triton))
-
-
-def _source_of(node) -> list[str]:
-    """The user's line an op came from: the innermost frame outside torch and triton (a
-    default-device context or a torch function override adds frames of their own)."""
-    trace = node.meta.get("stack_trace")
-    if not trace:
-        return []
-    return list(_source_of_trace(trace))
-
-
-@functools.lru_cache(maxsize=4096)   # a model's repeated layers share their stack traces
-def _source_of_trace(trace: str) -> tuple:
-    frames = _FRAME.findall(trace)
-    user = [f for f in frames if not f[0].startswith(_library_dirs())]
-    if not (user or frames):
-        return ()
-    path, line, fn, code = (user or frames)[-1]
-    return (f"{path.rsplit('/', 1)[-1]}:{line} {code.strip()}",)

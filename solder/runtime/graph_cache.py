@@ -81,9 +81,9 @@ def _description(gm) -> tuple:
     value and its source lines (which kernel comments quote). Read off the nodes rather than
     printed as the graph's code: an 8-layer LLaMA step's two graphs took 33 ms to print on the
     CPU, 5 ms to describe this way."""
-    from ..lower.graph import _source_of
+    from ..provenance import source_of
     return tuple((node.name, node.op, _target(node.target), _arg(node.args), _arg(node.kwargs),
-                  _meta(node.meta.get("val")), tuple(_source_of(node)))
+                  _meta(node.meta.get("val")), tuple(source_of(node)))
                  for node in gm.graph.nodes)
 
 
@@ -307,7 +307,7 @@ def _size(text: str):
 
 
 def fill_report(report, data: dict) -> None:
-    from ..pipeline import CallReport, KernelReport
+    from ..reports import CallReport, KernelReport
     report.kernels = [KernelReport(n, s, list(ops), list(lines))
                       for n, s, ops, lines in data["kernels"]]
     report.externs = [CallReport(op, reason) for op, reason in data["externs"]]
