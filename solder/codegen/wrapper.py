@@ -14,7 +14,7 @@ import torch
 from ..ir.indexing import FloorDiv, ModIndex
 from ..ir.nodes import (BufferArg, ComputedBuffer, ExternBuffer, InputBuffer, UserKernelCall,
                        collect_buffer_args)
-from ..lower.tensors import Stored
+from ..ir.values import Stored
 from ..schedule.fusion import AllocStep, CallStep, Kernel
 from ..lower.extern import OUT_VARIANTS
 from .memory_plan import plan_reuse, writes_into_given_storage

@@ -11,7 +11,7 @@ import torch
 
 from ..ir import expr as E
 from .registry import Call, Decline, lowering
-from .tensors import Virtual, sym
+from ..ir.values import Virtual, sym
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -162,7 +162,7 @@ def _normal_functional(call: Call, self, mean=0.0, std=1.0, *, generator=None):
           aten.normal.float_float)
 def _normal(call: Call, mean, std, *args, generator=None, **kwargs):
     _no_generator({"generator": generator})
-    from .tensors import loader_of
+    from ..ir.values import loader_of
     size = call.size
     mean_at, std_at = loader_of(mean, size, F32), loader_of(std, size, F32)
     return _random(call, "randn", _affine_normal(mean_at, std_at))

@@ -9,7 +9,7 @@ import torch
 from ..ir import expr as E
 from ..ir.nodes import BufferArg, ExternBuffer, Layout
 from .registry import Call, lowering
-from .tensors import Stored, TensorValue, Virtual
+from ..ir.values import Stored, TensorValue, Virtual
 
 aten = torch.ops.aten
 

@@ -22,7 +22,7 @@ from ..ir.nodes import (BufferArg, Buffer, ComputedBuffer, ExternBuffer, InputBu
 from ..provenance import source_of
 from . import registry
 from .registry import Call, Decline, op_name
-from .tensors import Stored, TensorValue, Virtual, VirtualView, map_nested, sym, sym_list
+from ..ir.values import Stored, TensorValue, Virtual, VirtualView, map_nested, sym, sym_list
 
 aten = torch.ops.aten
 

@@ -13,7 +13,7 @@ import torch
 from ..ir import expr as E
 from ..ir.nodes import ExternBuffer, InputBuffer
 from .registry import Call, op_name
-from .tensors import Stored, TensorValue, Virtual
+from ..ir.values import Stored, TensorValue, Virtual
 
 aten = torch.ops.aten
 

@@ -11,7 +11,7 @@ import torch
 from ..ir import expr as E
 from .index_checks import check_in_range
 from .registry import Call, Decline, lowering
-from .tensors import Stored, TensorValue, Virtual, broadcast_index
+from ..ir.values import Stored, TensorValue, Virtual, broadcast_index
 
 aten = torch.ops.aten
 

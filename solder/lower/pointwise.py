@@ -13,7 +13,7 @@ from torch._prims_common import elementwise_dtypes
 from ..codegen import scalar_ops
 from ..ir import expr as E
 from .registry import Call, Decline, lowering
-from .tensors import TensorValue, Virtual, loader_of
+from ..ir.values import TensorValue, Virtual, loader_of
 
 aten = torch.ops.aten
 prims = torch.ops.prims

@@ -18,7 +18,7 @@ import torch
 from ..ir import expr as E
 from ..ir.indexing import FloorDiv
 from .registry import Call, Decline, lowering
-from .tensors import Stored, Virtual
+from ..ir.values import Stored, Virtual
 
 aten = torch.ops.aten
 

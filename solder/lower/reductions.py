@@ -14,7 +14,7 @@ from ..ir.nodes import ComputedBuffer, Layout, Reduction
 from .graph import _dense_or_contiguous
 from .registry import Call, Decline, lowering
 from .split_reductions import split, split_factor
-from .tensors import Stored, TensorValue, Virtual, sym_list
+from ..ir.values import Stored, TensorValue, Virtual, sym_list
 
 aten = torch.ops.aten
 

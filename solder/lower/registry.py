@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import torch
 
-from .tensors import sym_list
+from ..ir.values import sym_list
 
 LOWERINGS: dict[Any, Callable] = {}
 

@@ -30,7 +30,7 @@ from .indexing import wrapped
 from .regions import (all_of, diagonal_region, is_dense, position_region, select_region,
                       slice_region, strided_region)
 from .registry import Call, Decline, lowering
-from .tensors import (Stored, TensorValue, Virtual, VirtualView, broadcast_index, loader_of,
+from ..ir.values import (Stored, TensorValue, Virtual, VirtualView, broadcast_index, loader_of,
                       sym, sym_list)
 
 aten = torch.ops.aten

@@ -15,7 +15,7 @@ from ..ir import expr as E
 from .indexing import gather_load, gather_source
 from .reductions import reduce
 from .registry import Call, Decline, lowering
-from .tensors import Virtual
+from ..ir.values import Virtual
 
 aten = torch.ops.aten
 

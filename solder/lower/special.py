@@ -10,7 +10,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as K
 from ..ir import expr as E
 from .pointwise import compute_dtype, pointwise
 from .registry import Call, Decline, lowering
-from .tensors import TensorValue, Virtual, loader_of
+from ..ir.values import TensorValue, Virtual, loader_of
 
 aten = torch.ops.aten
 

@@ -92,7 +92,7 @@ def split(graph, body, s: int, acc, device, origins, source=()):
     """``body`` (a ``Reduction``) as its second step: the reduction of ``s`` partial results,
     which a new buffer computes first."""
     from ..ir.nodes import ComputedBuffer, Layout, Reduction, contiguous_strides
-    from .tensors import Stored
+    from ..ir.values import Stored
     reduced = math.prod(int(n) for n in body.red_ranges)
     size = [sympy.Integer(s)] + list(body.ranges)
     layout = Layout(tuple(size), tuple(contiguous_strides(size)), sympy.Integer(0), acc, device)

@@ -32,7 +32,7 @@ from ..capture.reinplace import (EMPTY_OPS, FUNCTIONAL, INFO, MUTATION, kernel_l
 from ..ir import expr as E
 from ..ir.nodes import ComputedBuffer, Layout, Pointwise, UserKernelCall
 from .registry import Call, lowering
-from .tensors import Stored, Virtual, VirtualView, loader_of, map_nested
+from ..ir.values import Stored, Virtual, VirtualView, loader_of, map_nested
 
 aten = torch.ops.aten
 

@@ -11,7 +11,7 @@ import torch
 
 from ..ir import expr as E
 from .registry import Call, lowering
-from .tensors import TensorValue, Virtual
+from ..ir.values import TensorValue, Virtual
 
 aten = torch.ops.aten
 

@@ -19,7 +19,7 @@ from ..config import Config
 from ..ir import expr as E
 from ..ir.indexing import product, simplify_index
 from ..ir.nodes import Buffer, ComputedBuffer, ExternBuffer, InputBuffer, Reduction, UserKernelCall
-from ..lower.tensors import position_to_index
+from ..ir.values import position_to_index
 from .prepare import RINDEX, XINDEX, Prepared, equal, fits, prepare
 
 

@@ -40,3 +40,4 @@ def test_the_runtime_imports_neither_lowering_nor_the_pipeline():
 def test_the_leaf_modules_import_nothing_of_solder():
     for name in ("reports.py", "provenance.py"):
         assert _solder_imports(ROOT / name) == set(), name
+

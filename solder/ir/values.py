@@ -14,9 +14,9 @@ from typing import Callable, Optional, Sequence
 import sympy
 import torch
 
-from ..ir import expr as E
-from ..ir.indexing import FloorDiv, Memo, ModIndex, strided_offset
-from ..ir.nodes import Layout
+from . import expr as E
+from .indexing import FloorDiv, Memo, ModIndex, strided_offset
+from .nodes import Layout
 
 
 def sym(x):
