@@ -267,7 +267,12 @@ def draw_norm_layer(c: Ctx):
         # (the input's gradient of a (4, 3) input off by 1.5): its affine operands are dense
         w, b = (f"{t}.contiguous()" if ".expand" in t else t for t in (w, b))
         return Draft(f"F.batch_norm({x.name}, None, None, {w}, {b}, training=True)", kind)
-    groups = [g for g in (1, 2, 3) if ch and ch % g == 0]
+    # no group of one element: eager's CPU kernel normalizes it to a rounding away from 0
+    # (float64 too), Solder's to 0 exactly, and a cast to an integer makes that a whole unit
+    spatial = 1
+    for n in x.shape[2:]:
+        spatial *= n
+    groups = [g for g in (1, 2, 3) if ch and ch % g == 0 and (ch // g) * spatial != 1]
     if not groups:
         return None
     return Draft(f"F.group_norm({x.name}, {c.rng.choice(groups)}, {w}, {b})", kind)

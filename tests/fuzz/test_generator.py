@@ -132,3 +132,21 @@ def test_layouts_shrink_with_their_input():
     lines = ["ins, bases, leaves = [], [], []", "up = grad = False"] + small.source_lines()
     exec("\n".join(lines), ns)
     assert tuple(ns["ins"][0].shape) == (1, 2) and ns["bases"][0][0] == "a0"
+
+
+def test_a_group_norm_has_no_group_of_one_element():
+    # eager's CPU kernel normalizes a one-element group to a rounding away from 0, Solder's to
+    # exactly 0: with a cast to an integer after it, seed 143898 was "wrong" by a whole unit
+    import random
+    from solder.fuzz.ops_math import draw_norm_layer
+    ns = {"x": torch.randn(6, 2, 1), "y": torch.randn(4, 2, 3)}
+    seen = {"x": set(), "y": set()}
+    for seed in range(300):
+        for name in ns:
+            ctx = Ctx(random.Random(seed), ns, [Var(name, tuple(ns[name].shape), torch.float32,
+                                                    False)])
+            draft = draw_norm_layer(ctx)
+            if draft is not None and "group_norm" in draft.code:
+                seen[name].add(int(re.search(r"group_norm\(\w+, (\d+)", draft.code).group(1)))
+    assert seen["x"] == {1}            # (2 channels, one element each: never 2 groups)
+    assert seen["y"] == {1, 2}
