@@ -33,7 +33,8 @@ DOMAIN = {"log": ".abs()", "sqrt": ".abs()", "rsqrt": ".abs()", "log1p": ".abs()
           # a NaN's sign is unspecified (x86's 0/0 sets it, CUDA's does not): never read
           "signbit": ".nan_to_num(0.0)"}
 ACTIVATIONS = ("F.relu({x})", "F.gelu({x})", "F.gelu({x}, approximate='tanh')", "F.silu({x})",
-               "F.leaky_relu({x}, 0.1)", "F.softplus({x})", "F.hardtanh({x})", "F.elu({x})",
+               "F.leaky_relu({x}, 0.1)", "F.softplus({x})", "F.hardtanh({x}.nan_to_num(0.0))",
+               "F.elu({x})",
                "F.mish({x})", "F.hardswish({x})", "F.logsigmoid({x})")
 UNARY_INT = (("torch.neg({x})", "neg"), ("torch.abs({x})", "abs"), ("~{x}", "bitwise_not"),
              ("torch.sign({x})", "sign"), ("{x}.clamp(-3, 3)", "clamp"),
@@ -121,7 +122,10 @@ def draw_binary(c: Ctx):
     z = c.partner(x)
     fn = c.rng.choice(("addcmul", "addcdiv", "clamp"))
     if fn == "clamp":
-        return Draft(f"torch.clamp({x.name}, min={y})", "clamp_tensor")
+        # (no NaN clamped: eager's CPU gradient at a NaN is the upstream gradient in its scalar
+        # loop and 0 in its vectorized one; hardtanh's operand the same)
+        arg = f"{x.name}.nan_to_num(0.0)" if x.floating else x.name
+        return Draft(f"torch.clamp({arg}, min={y})", "clamp_tensor")
     if not (y[0].isalpha() and z[0].isalpha()):
         return None
     return Draft(f"torch.{fn}({x.name}, {y}, {z}, value={c.rng.choice(('0.5', '-2', '1'))})", fn)
