@@ -55,8 +55,11 @@ def pointwise(call: Call, name: str, inputs, kind=K.DEFAULT, result_is_bool=Fals
     comp = compute_dtype(call, kind)
     size = call.size
     out_dtype = call.dtype
-    loaders = [_scalar_loader(x, size, comp, out_dtype) if name in SCALAR_IN_TENSOR_DTYPE
-               else loader_of(x, size, comp) for x in inputs]
+    if name in COMPARISONS and _common_dtype(call) in (torch.float16, torch.bfloat16):
+        loaders = [_in_common_dtype(x, size, comp, _common_dtype(call)) for x in inputs]
+    else:
+        loaders = [_scalar_loader(x, size, comp, out_dtype) if name in SCALAR_IN_TENSOR_DTYPE
+                   else loader_of(x, size, comp) for x in inputs]
     op_dtype = torch.bool if result_is_bool else comp
 
     def fn(idx):
@@ -67,10 +70,33 @@ def pointwise(call: Call, name: str, inputs, kind=K.DEFAULT, result_is_bool=Fals
 
 # ops whose ATen kernels read a Python scalar operand in the tensor's dtype: with a float16 or
 # bfloat16 tensor the scalar is rounded to it first (fmod(x, 1e-3) divides by 0.000999...).
-# add, sub, mul, true division and comparisons keep it in float32 (opmath), as the other ops'
-# loaders do
+# add, sub, mul and true division keep it in float32 (opmath), as the other ops' loaders do
+# (comparisons: COMPARISONS below)
 SCALAR_IN_TENSOR_DTYPE = {"fmod", "remainder", "pow", "xlogy", "atan2",
                           "hypot", "copysign", "nextafter"}
+
+
+# comparisons read every operand in the operands' common dtype (ATen's comparison kernels take
+# it, on both devices): a float16 tensor == 1e-3 compares with float16(1e-3), not with 1e-3 in
+# float32 (which no float16 value equals), and a float32 0-d tensor beside it is rounded too
+COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
+
+
+def _common_dtype(call: Call):
+    try:
+        return elementwise_dtypes(*_meta_args(call), type_promotion_kind=K.DEFAULT)[1]
+    except Exception:
+        return None
+
+
+def _in_common_dtype(x, size, comp, common):
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        c = E.cast(E.const(x, common), comp)
+        return lambda idx: c
+    if isinstance(x, TensorValue) and x.dtype != common:
+        ld = loader_of(x, size, common)
+        return lambda idx: E.cast(ld(idx), comp)
+    return loader_of(x, size, comp)
 
 
 def _scalar_loader(x, size, comp, out_dtype):

@@ -397,3 +397,19 @@ def test_the_sign_of_a_zero_result_is_eagers(name):
     fn = _ZERO_SIGN_OPS[name]
     z = torch.tensor([-0.0, 0.0, -1e-30, 1e-30])
     _same_bits(torch.compile(fn, backend="solder")(z), fn(z))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("op", ["eq", "ne", "lt", "le", "gt", "ge"])
+def test_a_comparison_reads_its_operands_in_their_common_dtype(op, dtype):
+    # ATen compares a half tensor with a Python scalar (or a float32 0-d tensor) after
+    # rounding it to the half type, on both devices: x == 1e-3 holds where x holds
+    # float16(1e-3) (seed 144566: a masked_fill_ of 1e-3 compared with 1e-3)
+    cmp = getattr(torch, op)
+    x = torch.tensor([1e-3, 0.5, 2e-3, 0.0999, 0.1, 0.1001, -1e-3], dtype=dtype)
+    zero_d = torch.tensor(0.1, dtype=torch.float32, device=x.device)
+    for fn in (lambda x: cmp(x, 1e-3), lambda x: cmp(x, 0.1), lambda x: cmp(x, zero_d),
+               lambda x: cmp(x, -1e-3), lambda x: {"eq": 0.1 == x, "ne": 0.1 != x,
+                                                     "lt": 0.1 < x, "le": 0.1 <= x,
+                                                     "gt": 0.1 > x, "ge": 0.1 >= x}[op]):
+        assert torch.equal(torch.compile(fn, backend="solder")(x), fn(x))
