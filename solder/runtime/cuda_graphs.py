@@ -206,9 +206,14 @@ class Replayer:
                 buf.copy_(a)
                 rec.inputs.append(buf)
         graph_args = [b if b is not None else a for a, b in zip(args, rec.inputs)]
+        # no kernel of another graph compiles or loads in the background while this one records
+        # (a module load on another thread is a CUDA call during the capture), and what other
+        # threads do is not this capture's business ("thread_local")
+        from .precompile import wait_all
+        wait_all()
         torch.cuda.synchronize(device)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=_pool(device)):
+        with torch.cuda.graph(graph, pool=_pool(device), capture_error_mode="thread_local"):
             outputs = self.compiled(list(graph_args))
         rec.graph, rec.outputs = graph, list(outputs)
         STATS["recordings"] += 1

@@ -67,7 +67,7 @@ class _FakeCapture:
 
 
 class _CapturingContext:
-    def __init__(self, graph, pool=None):
+    def __init__(self, graph, pool=None, capture_error_mode="global"):
         self.graph = graph
 
     def __enter__(self):
