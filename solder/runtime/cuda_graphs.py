@@ -289,7 +289,10 @@ def wrap(compiled: Any, gm: fx.GraphModule, kind: str, name: str, config,
     def declined(why: str) -> None:
         if report is not None:
             report.cuda_graphs = f"not replayed: {why}"
+    static = static_input_indices()
     if report is not None:
-        report.cuda_graphs = "replayed (recorded at the second call of each size)"
-    return Replayer(compiled, name, static_input_indices(), written_inputs(gm),
-                    config.cuda_graph_sizes, on_decline=declined)
+        report.cuda_graphs = (f"replayed (recorded at the second call of each size; "
+                              f"{len(static)} parameters and buffers read in place, the other "
+                              f"inputs copied in)")
+    return Replayer(compiled, name, static, written_inputs(gm), config.cuda_graph_sizes,
+                    on_decline=declined)
