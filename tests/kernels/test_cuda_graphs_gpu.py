@@ -53,7 +53,7 @@ def test_a_decode_loop_with_its_cache_written_in_place_equals_eager():
     report = str(solder.explain(_Decoder().cuda().requires_grad_(False), x,
                                 torch.tensor([0], device="cuda"),
                                 options={"cuda_graphs": True}))
-    assert int(re.search(r"(\d+) parameters and buffers read in place", report).group(1)) >= 4
+    assert int(re.search(r"(\d+) parameters and buffers read in place", report).group(1)) >= 2
 
 
 def test_outputs_kept_across_calls_keep_their_values():
