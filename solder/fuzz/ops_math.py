@@ -34,8 +34,8 @@ DOMAIN = {"log": ".abs()", "sqrt": ".abs()", "rsqrt": ".abs()", "log1p": ".abs()
           "signbit": ".nan_to_num(0.0)"}
 ACTIVATIONS = ("F.relu({x})", "F.gelu({x})", "F.gelu({x}, approximate='tanh')", "F.silu({x})",
                "F.leaky_relu({x}, 0.1)", "F.softplus({x})", "F.hardtanh({x}.nan_to_num(0.0))",
-               "F.elu({x})",
-               "F.mish({x})", "F.hardswish({x})", "F.logsigmoid({x})")
+               "F.elu({x}.nan_to_num(0.0))", "F.mish({x})", "F.hardswish({x}.nan_to_num(0.0))",
+               "F.logsigmoid({x})")
 UNARY_INT = (("torch.neg({x})", "neg"), ("torch.abs({x})", "abs"), ("~{x}", "bitwise_not"),
              ("torch.sign({x})", "sign"), ("{x}.clamp(-3, 3)", "clamp"),
              ("torch.square({x})", "square"), ("{x}.clamp(min=0)", "clamp"))
