@@ -257,7 +257,10 @@ def draw_norm_layer(c: Ctx):
             # CPU kernel (and the formula) 0 for the row's finite elements
             return Draft(f"F.rms_norm({x.name}.clamp(-1e4, 1e4), {tup(shape)}, {w}, eps=1e-6)",
                          kind)
-        b = c.operand(shape, x) if aff and c.chance(0.7) else "None"
+        # (a weight comes with a bias: without one, a constant row's 0 times a negative weight
+        # is -0.0 in eager's CUDA kernel and in Solder, +0.0 in eager's CPU kernel, which
+        # computes x * scale + shift)
+        b = c.operand(shape, x) if aff else "None"
         return Draft(f"F.layer_norm({x.name}, {tup(shape)}, {w}, {b}, eps=1e-5)", kind)
     if x.rank < 2:
         return None
