@@ -32,9 +32,12 @@ DOMAIN = {"log": ".abs()", "sqrt": ".abs()", "rsqrt": ".abs()", "log1p": ".abs()
           "erfinv": ".clamp(-0.99, 0.99)", "logit": ".sigmoid()",
           # a NaN's sign is unspecified (x86's 0/0 sets it, CUDA's does not): never read
           "signbit": ".nan_to_num(0.0)"}
+# NaN made 0, infinities kept (``nan_to_num(0.0)`` alone makes them +-3.4e38, whose statistics
+# overflow differently in eager's kernels and Solder's)
+NO_NAN = ".nan_to_num(0.0, float('inf'), float('-inf'))"
 ACTIVATIONS = ("F.relu({x})", "F.gelu({x})", "F.gelu({x}, approximate='tanh')", "F.silu({x})",
-               "F.leaky_relu({x}, 0.1)", "F.softplus({x})", "F.hardtanh({x}.nan_to_num(0.0))",
-               "F.elu({x}.nan_to_num(0.0))", "F.mish({x})", "F.hardswish({x}.nan_to_num(0.0))",
+               "F.leaky_relu({x}, 0.1)", "F.softplus({x})", "F.hardtanh({x}" + NO_NAN + ")",
+               "F.elu({x}" + NO_NAN + ")", "F.mish({x})", "F.hardswish({x}" + NO_NAN + ")",
                "F.logsigmoid({x})")
 UNARY_INT = (("torch.neg({x})", "neg"), ("torch.abs({x})", "abs"), ("~{x}", "bitwise_not"),
              ("torch.sign({x})", "sign"), ("{x}.clamp(-3, 3)", "clamp"),
@@ -124,7 +127,7 @@ def draw_binary(c: Ctx):
     if fn == "clamp":
         # (no NaN clamped: eager's CPU gradient at a NaN is the upstream gradient in its scalar
         # loop and 0 in its vectorized one; hardtanh's operand the same)
-        arg = f"{x.name}.nan_to_num(0.0)" if x.floating else x.name
+        arg = f"{x.name}{NO_NAN}" if x.floating else x.name
         return Draft(f"torch.clamp({arg}, min={y})", "clamp_tensor")
     if not (y[0].isalpha() and z[0].isalpha()):
         return None
