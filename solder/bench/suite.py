@@ -209,10 +209,5 @@ def dashboard_cases(family: str = "", mode: str = "") -> list[Case]:
 def part_of(cases: list, part: str) -> list:
     """``part`` "k/n": the k-th of n interleaved slices (1-based), so that every part gets a mix
     of families and sizes."""
-    try:
-        k, n = (int(x) for x in part.split("/"))
-    except ValueError:
-        raise ValueError(f"--part wants k/n (2/4), got {part!r}") from None
-    if not 1 <= k <= n:
-        raise ValueError(f"--part {part}: k must be between 1 and n")
-    return cases[k - 1::n]
+    from ..cli_help import interleaved_part
+    return interleaved_part(cases, part, "--part")

@@ -71,13 +71,8 @@ def shard(ops: list, spec: str | None) -> list:
     """``ops[i-1::n]`` for ``spec`` "i/n"; raises ValueError on a malformed spec."""
     if spec is None:
         return ops
-    try:
-        i, n = (int(x) for x in spec.split("/"))
-    except ValueError:
-        raise ValueError(f"--shard wants I/N (two integers), got {spec!r}") from None
-    if not 1 <= i <= n:
-        raise ValueError(f"--shard {spec}: I must be between 1 and N")
-    return ops[i - 1::n]
+    from ..cli_help import interleaved_part
+    return interleaved_part(ops, spec, "--shard")
 
 
 def main(argv: Optional[list[str]] = None) -> int:
