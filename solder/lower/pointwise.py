@@ -55,8 +55,9 @@ def pointwise(call: Call, name: str, inputs, kind=K.DEFAULT, result_is_bool=Fals
     comp = compute_dtype(call, kind)
     size = call.size
     out_dtype = call.dtype
-    if name in COMPARISONS and _common_dtype(call) in (torch.float16, torch.bfloat16):
-        loaders = [_in_common_dtype(x, size, comp, _common_dtype(call)) for x in inputs]
+    common = _common_dtype(call) if name in COMPARISONS else None
+    if common in (torch.float16, torch.bfloat16):
+        loaders = [_in_common_dtype(x, size, comp, common) for x in inputs]
     else:
         loaders = [_scalar_loader(x, size, comp, out_dtype) if name in SCALAR_IN_TENSOR_DTYPE
                    else loader_of(x, size, comp) for x in inputs]
