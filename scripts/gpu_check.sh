@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: GPU test suite (in parallel shards) and/or the benchmark, logs under $OUT.
 #   scripts/gpu_check.sh tests              # shards of tests/ on the GPU
+#   TEST_FILES="tests/kernels/test_a.py ..." TEST_SHARDS=4 scripts/gpu_check.sh tests  # just these
 #   CASES=gelu_chain,softmax scripts/gpu_check.sh bench
 #   scripts/gpu_check.sh tests bench
 #   PROFILE_CASES=resnet50 scripts/gpu_check.sh profile
@@ -35,6 +36,12 @@ for part in "$@"; do
     done
     shards[5]="${shards[5]} tests/unit $(ls -d tests/aot 2>/dev/null)"
     shards+=("$k $ignores" "tests/models")
+    if [ -n "${TEST_FILES:-}" ]; then   # TEST_FILES="a.py b.py" [TEST_SHARDS=4]: just these, dealt out
+      shards=(); i=0
+      for f in $TEST_FILES; do
+        j=$((i % ${TEST_SHARDS:-4})); shards[$j]="${shards[$j]:-} $f"; i=$((i+1))
+      done
+    fi
     # a test that hangs fails with its stack (pytest-timeout, where installed) instead of
     # taking its shard down with it
     per_test=""; $PY -c "import pytest_timeout" 2>/dev/null && per_test="--timeout=${TEST_TIMEOUT:-150}"

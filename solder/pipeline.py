@@ -64,7 +64,7 @@ def _compile_graph(gm: fx.GraphModule, kind: str, ctx: CompileContext, child) ->
     cpu = _cpu_graph(gm)
     if cpu and not _interpreting():
         # (a graph with CPU tensors that reached AOTAutograd: one that ran on a GPU too)
-        _note_cpu_fallback(report, name)
+        _note_cpu_fallback(report, name, config)
         return _eager_runner(gm)
 
     from .runtime import graph_cache
@@ -305,8 +305,10 @@ CPU_REASON = ("its tensors are on the CPU: Solder generates GPU kernels (set TRI
               "to run them on the CPU through Triton's interpreter)")
 
 
-def _note_cpu_fallback(report: GraphReport, name: str) -> None:
+def _note_cpu_fallback(report: GraphReport, name: str, config: Config) -> None:
     report.fallbacks.append(CallReport("whole graph", CPU_REASON))
+    if config.cuda_graphs:
+        report.cuda_graphs = "not replayed: its inputs are CPU tensors (the graph runs in ATen)"
     logs.say_once(
         "cpu", "Solder: %s runs in ATen, not compiled: its tensors are on the CPU, and Solder's "
         "Triton kernels run on a CPU only in Triton's interpreter. Move the model and its "
@@ -325,7 +327,7 @@ def run_as_captured_on_cpu(gm: fx.GraphModule, ctx: CompileContext) -> Optional[
     report = GraphReport(name, "as captured",
                          fx_graph_printer=lambda: gm.print_readable(print_output=False))
     ctx.graphs.append(report)
-    _note_cpu_fallback(report, name)
+    _note_cpu_fallback(report, name, ctx.config)
     return gm.forward
 
 

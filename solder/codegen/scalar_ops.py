@@ -162,16 +162,30 @@ def _signbit(args, dtypes):
 _signbit_float = _ld("signbit", lambda x: f"(({x} < 0) | ((1.0 / {x}) < 0))")
 
 
+def _tie(kind, a, b):
+    """Of two equal floats, what max/min returns: eager on the CPU returns the first
+    (``std::max``: ``relu(-0.0)`` is -0.0); ATen's CUDA kernels call ``fmaxf``/``fminf``, for
+    which -0.0 < +0.0 (``relu(-0.0)`` is +0.0 there). Only zeros tell them apart: the sum of two
+    zeros is +0.0 unless both are -0.0, and -((-a) + (-b)) is -0.0 unless both are +0.0."""
+    if interpreting():
+        return a
+    if kind == "max":
+        return f"tl.where({a} == 0, {a} + {b}, {a})"
+    return f"tl.where({a} == 0, (({a} * -1.0) + ({b} * -1.0)) * -1.0, {a})"
+
+
+def _pick(kind, a, b):
+    more = ">" if kind == "max" else "<"
+    return f"tl.where({b} {more} {a}, {b}, tl.where({a} {more} {b}, {a}, {_tie(kind, a, b)}))"
+
+
 def _minmax(kind):
     def emit(args, dtypes):
         a, b = args
-        fn = "tl.minimum" if kind == "min" else "tl.maximum"
         if dtypes[0].is_floating_point:
-            # torch propagates NaN from either side, and of two equal values returns the
-            # first (maximum(-0.0, 0.0) and relu(-0.0) are -0.0), where Triton's may not
-            pick = f"tl.where({b} {'<' if kind == 'min' else '>'} {a}, {b}, {a})"
-            return f"tl.where(({a} != {a}) | ({b} != {b}), {a} + {b}, {pick})"
-        return f"{fn}({a}, {b})"
+            # torch propagates NaN from either side; equal values as eager's device does (_tie)
+            return f"tl.where(({a} != {a}) | ({b} != {b}), {a} + {b}, {_pick(kind, a, b)})"
+        return f"{'tl.minimum' if kind == 'min' else 'tl.maximum'}({a}, {b})"
     return emit
 
 
@@ -180,9 +194,8 @@ def _fminmax(kind):
         a, b = args
         if not dtypes[0].is_floating_point:
             return f"{'tl.minimum' if kind == 'min' else 'tl.maximum'}({a}, {b})"
-        # NaN only where both are; of two equal values the first (fmax(-0.0, 0.0) is -0.0)
-        pick = f"tl.where({b} {'<' if kind == 'min' else '>'} {a}, {b}, {a})"
-        return f"tl.where({a} != {a}, {b}, tl.where({b} != {b}, {a}, {pick}))"
+        # NaN only where both are; equal values as eager's device does (_tie)
+        return f"tl.where({a} != {a}, {b}, tl.where({b} != {b}, {a}, {_pick(kind, a, b)}))"
     return emit
 
 

@@ -29,6 +29,7 @@ on the current stream.
 from __future__ import annotations
 
 import collections
+import contextlib
 from typing import Any, Callable, Optional
 
 import torch
@@ -132,7 +133,7 @@ class _Recording:
 
 _POOLS: dict = {}
 # process-wide counts, for tests and the bench: recordings made, replays run
-STATS = {"recordings": 0, "replays": 0}
+STATS = {"recordings": 0, "replays": 0, "declines": []}   # declines: the reasons, newest last
 
 
 def _pool(device: torch.device):
@@ -213,8 +214,9 @@ class Replayer:
         wait_all()
         torch.cuda.synchronize(device)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=_pool(device), capture_error_mode="thread_local"):
-            outputs = self.compiled(list(graph_args))
+        with _generators_kept_on_failure():
+            with torch.cuda.graph(graph, pool=_pool(device), capture_error_mode="thread_local"):
+                outputs = self.compiled(list(graph_args))
         rec.graph, rec.outputs = graph, list(outputs)
         STATS["recordings"] += 1
 
@@ -232,9 +234,26 @@ class Replayer:
 
     def _decline(self, reason: str) -> None:
         self.declined = reason
+        STATS["declines"] = (STATS["declines"] + [f"{self.name}: {reason}"])[-20:]
         self.recordings.clear()
         if self.on_decline is not None:
             self.on_decline(reason)
+
+
+@contextlib.contextmanager
+def _generators_kept_on_failure():
+    """A capture that fails leaves torch's CUDA generators in capture mode (``capture_end``
+    raises before it ends their capture), and every later random op of the process raises
+    "Offset increment outside graph capture": on failure each default generator gets back a
+    copy of its state from before the capture (same seed and offset, not capturing)."""
+    gens = [torch.cuda.default_generators[i] for i in range(torch.cuda.device_count())]
+    saved = [g.clone_state() for g in gens]
+    try:
+        yield
+    except BaseException:
+        for g, state in zip(gens, saved):
+            g.graphsafe_set_state(state)
+        raise
 
 
 def copy_out(outputs: list, inputs: list, args: list, fixed: dict) -> list:

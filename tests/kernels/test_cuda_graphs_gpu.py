@@ -59,9 +59,28 @@ def test_a_decode_loop_with_its_cache_written_in_place_equals_eager():
 def test_outputs_kept_across_calls_keep_their_values():
     f = torch.compile(lambda x: (x * 2).sin(), backend="solder", mode="reduce-overhead")
     xs = [torch.randn(1000, device="cuda") for _ in range(5)]
+    before = _replays()
     outs = [f(x) for x in xs]
     for x, out in zip(xs, outs):
         torch.testing.assert_close(out, (x * 2).sin())
+    assert _replays() - before == 3, cg.STATS["declines"][-3:]
+
+
+def test_a_failed_recording_leaves_random_numbers_working():
+    # torch leaves its generators capturing after a capture that fails; every later random op
+    # of the process raised until the Replayer gave them their states back
+    def syncs(args):
+        torch.cuda.synchronize()   # not allowed while capturing
+        return [args[0] + 1]
+    r = cg.Replayer(syncs, "syncs", static=set(), written=set(), max_sizes=2)
+    for _ in range(3):
+        out, = r([torch.zeros(4, device="cuda")])
+        assert torch.equal(out, torch.ones(4, device="cuda"))
+    assert r.declined and "recording failed" in r.declined
+    torch.manual_seed(1)
+    a = torch.randn(8, device="cuda")
+    torch.manual_seed(1)
+    assert torch.equal(a, torch.randn(8, device="cuda"))
 
 
 def test_chained_compiled_functions():

@@ -383,6 +383,8 @@ _ZERO_SIGN_OPS = {
     "hardtanh": torch.nn.functional.hardtanh,
     "maximum": lambda z: torch.maximum(z, torch.zeros_like(z)),
     "minimum": lambda z: torch.minimum(z, torch.zeros_like(z)),
+    "maximum_zero_first": lambda z: torch.maximum(torch.zeros_like(z), z),
+    "minimum_zero_first": lambda z: torch.minimum(torch.zeros_like(z), z),
     "clamp": lambda z: z.clamp(min=0.0), "clamp_max": lambda z: z.clamp(max=0.0),
     "fmax": lambda z: torch.fmax(z, torch.zeros_like(z)),
     "fmin": lambda z: torch.fmin(z, torch.zeros_like(z)),
@@ -392,8 +394,9 @@ _ZERO_SIGN_OPS = {
 @pytest.mark.parametrize("name", sorted(_ZERO_SIGN_OPS))
 def test_the_sign_of_a_zero_result_is_eagers(name):
     # f(-0.0) is -0.0 for odd functions (exp(x) - 1 gave +0.0), and of two equal values
-    # maximum, minimum and clamp return the first, as eager does (relu(-0.0) is -0.0): a
-    # gradient through sqrt or a division by the result turns the sign into an infinity's
+    # maximum, minimum and clamp return what eager's kernels on the device do: the first on
+    # the CPU (relu(-0.0) is -0.0), -0.0 < +0.0 on CUDA (relu(-0.0) is +0.0); a gradient
+    # through sqrt or a division by the result turns the sign into an infinity's
     fn = _ZERO_SIGN_OPS[name]
     z = torch.tensor([-0.0, 0.0, -1e-30, 1e-30])
     _same_bits(torch.compile(fn, backend="solder")(z), fn(z))
@@ -413,3 +416,48 @@ def test_a_comparison_reads_its_operands_in_their_common_dtype(op, dtype):
                                                      "lt": 0.1 < x, "le": 0.1 <= x,
                                                      "gt": 0.1 > x, "ge": 0.1 >= x}[op]):
         assert torch.equal(torch.compile(fn, backend="solder")(x), fn(x))
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum", "fmax", "fmin"])
+def test_the_gpu_form_of_max_and_min_orders_zeros_as_cuda_does(op, monkeypatch):
+    # the expression a GPU kernel gets (emitted as if not interpreting), run here in the
+    # interpreter: ATen's CUDA kernels call fmaxf/fminf, for which -0.0 < +0.0 whatever the
+    # order, and NaN propagates (maximum) or yields to a number (fmax)
+    import importlib.util
+    import os
+    import tempfile
+
+    import triton  # noqa: F401
+    from solder.codegen import scalar_ops
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("runs the GPU form in Triton's interpreter")
+    monkeypatch.setattr(scalar_ops, "interpreting", lambda: False)
+    expr = scalar_ops.SCALAR_OPS[op](["x", "y"], [torch.float32, torch.float32])
+    src = ("import triton\nimport triton.language as tl\n"
+           "@triton.jit\ndef k(a, b, o, n: tl.constexpr):\n"
+           "    i = tl.arange(0, n)\n    x = tl.load(a + i)\n    y = tl.load(b + i)\n"
+           f"    tl.store(o + i, {expr})\n")
+    path = os.path.join(tempfile.mkdtemp(), "minmax_gpu_form.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location("minmax_gpu_form", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    nan = float("nan")
+    a = torch.tensor([-0.0, 0.0, -0.0, 0.0, 1.0, -2.0, nan, 3.0, nan], device="cpu")
+    b = torch.tensor([0.0, -0.0, -0.0, 0.0, 1.0, 5.0, 1.0, nan, nan], device="cpu")
+    a16, b16 = (torch.cat([t, torch.zeros(7)]) for t in (a, b))
+    out = torch.empty_like(a16)
+    mod.k[(1,)](a16, b16, out, 16)
+    out = out[:9]
+    zero_pos = {"maximum": True, "fmax": True, "minimum": False, "fmin": False}[op]
+    for i in range(4):   # two zeros: +0.0 for max (unless both -0.0), -0.0 for min
+        both = torch.signbit(a[i]) == torch.signbit(b[i])
+        want_neg = bool(torch.signbit(a[i])) if both else not zero_pos
+        assert out[i] == 0 and bool(torch.signbit(out[i])) == want_neg, (i, out[i])
+    big = op in ("maximum", "fmax")
+    assert out[4] == 1.0 and out[5] == (5.0 if big else -2.0)
+    if op in ("maximum", "minimum"):
+        assert out[6:].isnan().all()
+    else:
+        assert out[6] == 1.0 and out[7] == 3.0 and out[8].isnan()
