@@ -103,7 +103,8 @@ for part in "$@"; do
     echo "compile rc=$?"; cat "$OUT/compile_time.txt"; grep -v "^ " "$OUT/compile_time.err" | tail -20
     ;;
   bench)
-    timeout "${BENCH_S:-300}" $PY -m solder bench ${CASES:+--cases "$CASES"} --json "$OUT/bench.json" \
+    timeout "${BENCH_S:-300}" $PY -m solder bench ${CASES:+--cases "$CASES"} \
+      ${BENCH_BACKENDS:+--backends "$BENCH_BACKENDS"} --json "$OUT/bench.json" \
       > "$OUT/bench.txt" 2> "$OUT/bench.err"
     echo "bench rc=$?"; cat "$OUT/bench.txt"; tail -5 "$OUT/bench.err"
     ;;

@@ -198,6 +198,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             _log(f"[{i}/{len(cases)}] {case.name}: {what}")
             torch.manual_seed(0)
             run.cases.append(run_case(case, backends, settings, _log))
+            if args.json:   # after every case: a run cut off keeps what it measured
+                with open(args.json, "w") as f:
+                    f.write(run.to_json() + "\n")
 
     print(format_report(run))
     if args.json:

@@ -131,15 +131,20 @@ class _Recording:
         self.rerecords = 0
 
 
-_POOLS: dict = {}
+_POOLS: dict = {}   # device -> (the object that keeps the pool alive, the pool's id)
 # process-wide counts, for tests and the bench: recordings made, replays run
 STATS = {"recordings": 0, "replays": 0, "declines": []}   # declines: the reasons, newest last
 
 
 def _pool(device: torch.device):
+    """The id of the device's pool, alive for the process. A bare ``graph_pool_handle()`` dies
+    with the last graph recorded into it: the next capture into it failed an internal assert
+    of the caching allocator (``use_count > 0``). A ``MemPool`` holds a reference of its own."""
     if device not in _POOLS:
-        _POOLS[device] = torch.cuda.graph_pool_handle()
-    return _POOLS[device]
+        with torch.cuda.device(device):
+            pool = torch.cuda.MemPool()
+        _POOLS[device] = (pool, pool.id)
+    return _POOLS[device][1]
 
 
 class Replayer:

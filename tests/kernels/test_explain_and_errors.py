@@ -87,7 +87,7 @@ def test_cpu_graph_without_interpreter_runs_as_dynamo_captured_it(monkeypatch):
 
     def fn(t):
         return torch.nn.functional.gelu(t * 2 + 1).softmax(-1).sum(-1)
-    x = torch.randn(6, 8, requires_grad=True)
+    x = torch.randn(6, 8, device="cpu", requires_grad=True)
     r = solder.explain(fn, x.detach())
     assert [g.kind for g in r.graphs] == ["as captured"], [g.kind for g in r.graphs]
     assert "gelu" in r.graphs[0].fx_graph and "erf" not in r.graphs[0].fx_graph
