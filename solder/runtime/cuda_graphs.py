@@ -250,14 +250,19 @@ def _generators_kept_on_failure():
     """A capture that fails leaves torch's CUDA generators in capture mode (``capture_end``
     raises before it ends their capture), and every later random op of the process raises
     "Offset increment outside graph capture": on failure each default generator gets back a
-    copy of its state from before the capture (same seed and offset, not capturing)."""
+    copy of its state from before the capture (same seed and offset, not capturing). The
+    failed ``capture_end`` also skips ``torch.cuda.graph``'s return to the caller's stream: the
+    process went on on the capture's side stream, where the next captures failed too."""
     gens = [torch.cuda.default_generators[i] for i in range(torch.cuda.device_count())]
     saved = [g.clone_state() for g in gens]
+    stream = torch.cuda.current_stream() if gens else None
     try:
         yield
     except BaseException:
         for g, state in zip(gens, saved):
             g.graphsafe_set_state(state)
+        if stream is not None:
+            torch.cuda.set_stream(stream)
         raise
 
 

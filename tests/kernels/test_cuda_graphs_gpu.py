@@ -63,7 +63,8 @@ def test_outputs_kept_across_calls_keep_their_values():
     outs = [f(x) for x in xs]
     for x, out in zip(xs, outs):
         torch.testing.assert_close(out, (x * 2).sin())
-    assert _replays() - before == 3, cg.STATS["declines"][-3:]
+    # recorded at the second call (and replayed then), replayed at the three after it
+    assert _replays() - before == 4, cg.STATS["declines"][-3:]
 
 
 def test_a_failed_recording_leaves_random_numbers_working():
@@ -73,10 +74,17 @@ def test_a_failed_recording_leaves_random_numbers_working():
         torch.cuda.synchronize()   # not allowed while capturing
         return [args[0] + 1]
     r = cg.Replayer(syncs, "syncs", static=set(), written=set(), max_sizes=2)
+    stream = torch.cuda.current_stream()
     for _ in range(3):
         out, = r([torch.zeros(4, device="cuda")])
         assert torch.equal(out, torch.ones(4, device="cuda"))
     assert r.declined and "recording failed" in r.declined
+    assert torch.cuda.current_stream() == stream   # not left on the capture's side stream
+    recorded = cg.STATS["recordings"]
+    f = torch.compile(lambda x: x.cos() + 1, backend="solder", mode="reduce-overhead")
+    for _ in range(3):
+        f(torch.ones(8, device="cuda"))
+    assert cg.STATS["recordings"] == recorded + 1, cg.STATS["declines"][-2:]
     torch.manual_seed(1)
     a = torch.randn(8, device="cuda")
     torch.manual_seed(1)
@@ -99,7 +107,7 @@ def test_symbolic_sizes_record_one_graph_per_size():
         for _ in range(2):
             x = torch.randn(4, n, device="cuda")
             torch.testing.assert_close(f(x), torch.softmax(x * 2, -1))
-    assert cg.STATS["recordings"] - recorded == 3
+    assert cg.STATS["recordings"] - recorded == 3, cg.STATS["declines"][-3:]
 
 
 def test_graphs_that_decline_say_why_and_stay_right():

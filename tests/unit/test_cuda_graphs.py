@@ -196,6 +196,9 @@ def test_a_recording_that_fails_declines_with_its_reason(fake_cuda, monkeypatch)
     gen = Generator()
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "default_generators", (gen,))
+    streams = ["caller's"]   # and the capture left the process on its side stream
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: streams[-1])
+    monkeypatch.setattr(torch.cuda, "set_stream", streams.append)
 
     class SyncsInCapture:
         calls = 0
@@ -204,6 +207,7 @@ def test_a_recording_that_fails_declines_with_its_reason(fake_cuda, monkeypatch)
             self.calls += 1
             if _FakeCapture.recording is not None:
                 gen.state = "capturing"
+                streams.append("capture side stream")
                 raise RuntimeError("operation not permitted when stream is capturing")
             return [args[0] + 1]
     said = []
@@ -214,6 +218,7 @@ def test_a_recording_that_fails_declines_with_its_reason(fake_cuda, monkeypatch)
         assert torch.equal(out, torch.ones(2))
     assert said and "stream is capturing" in said[0] and "recording failed" in r.declined
     assert gen.state == "copy of before"   # random ops after it still work
+    assert streams[-1] == "caller's"
     assert "g: recording failed" in cg.STATS["declines"][-1]
 
 
