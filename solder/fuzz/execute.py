@@ -123,6 +123,32 @@ def run_corrected(fn, make_inputs, laws, rng_seed, grad=False):
     return fixed
 
 
+# names whose calls draw random numbers: a program with one draws other numbers on the CPU
+_RANDOM_NAMES = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like",
+                           "randint_like", "bernoulli", "bernoulli_", "dropout", "dropout1d",
+                           "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+                           "uniform_", "normal_", "normal", "exponential_", "geometric_",
+                           "log_normal_", "cauchy_", "random_", "multinomial", "poisson",
+                           "rrelu", "rrelu_", "gumbel_softmax"})
+
+
+def run_on_cpu(fn, make_inputs, laws, rng_seed, grad=False):
+    """Eager on the CPU, for a program of the GPU that draws no random numbers (else None):
+    a second valid eager run, with kernels of their own (the verdict's ``other``). The
+    program reads its device from its module's ``DEV`` at each call."""
+    g = fn.__globals__
+    if laws or _RANDOM_NAMES & set(fn.__code__.co_names) or g.get("DEV") == "cpu":
+        return None
+    saved = g["DEV"]
+    g["DEV"] = "cpu"
+    try:
+        return run(fn, make_inputs, laws, rng_seed, grad=grad)
+    except Exception:  # noqa: BLE001 - eager on the CPU refuses it: no second run
+        return None
+    finally:
+        g["DEV"] = saved
+
+
 class Observed:
     """One observable value after a call: a tensor (or None: an unused input's gradient)."""
     __slots__ = ("label", "tensor", "requires_grad", "strides", "offset", "alias", "law",
