@@ -208,13 +208,14 @@ def generate_code(gm: fx.GraphModule, kind: str, config: Config, name: str, repo
     calls and fallbacks: (graph IR, steps, kernels, wrapper, kernel module source, seconds by
     stage)."""
     from .codegen.module import kernel_module_source
+    from .codegen.target import triton_target
     from .codegen.triton_kernel import generate
     from .codegen.wrapper import WrapperGen
     from .lower.graph import GraphLowering
     from .schedule.fusion import Kernel, schedule
 
     t0, cpu0 = time.perf_counter(), time.thread_time()
-    graph = GraphLowering(gm, kind, config, name).run()
+    graph = GraphLowering(gm, kind, config, name, triton_target()).run()
     t1 = time.perf_counter()
     steps = schedule(graph, config)
     t2 = time.perf_counter()

@@ -453,13 +453,5 @@ def emit(name: str, args: list[str], dtypes: list[torch.dtype]) -> str:
     return SCALAR_OPS[name](args, dtypes)
 
 
-def available(name: str) -> bool:
-    """False where the op has no implementation on this path (libdevice on the interpreter)."""
-    if name not in SCALAR_OPS:
-        return False
-    if interpreting() and name in _LIBDEVICE_ONLY:
-        return False
-    return True
-
-
-_LIBDEVICE_ONLY = frozenset()
+# ops with no formula for the interpreter (codegen/target.py): none at present
+LIBDEVICE_ONLY = frozenset()

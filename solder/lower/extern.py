@@ -40,12 +40,6 @@ EXTERN_OPS = [
 # size, see codegen/memory_plan.py) instead of allocating their result.
 OUT_VARIANTS = {aten.mm.default: aten.mm.out, aten.bmm.default: aten.bmm.out}
 
-def _interpreting() -> bool:
-    # under Triton's interpreter the CPU runs the same lowering as the GPU, so tests see it
-    from ..codegen.scalar_ops import interpreting
-    return interpreting()
-
-
 def _aligned_columns(b: TensorValue, align: int) -> bool:
     """Whether ``b`` is in memory column by column with 16-byte-aligned columns."""
     if not isinstance(b, Stored):
@@ -60,7 +54,7 @@ def _extern(call: Call, *args, **kwargs):
         padded = _padded_mm(call, *args)
         if padded is not None:
             return padded
-    on_gpu = call.device.type == "cuda" or _interpreting()
+    on_gpu = call.graph.target.lowers_as_gpu(call.device)
     if call.node.target is aten.convolution.default and on_gpu and len(args) == 9 \
             and not kwargs and isinstance(args[2], TensorValue):
         return _convolution_then_bias(call, *args)
@@ -165,7 +159,7 @@ def _padded_mm(call: Call, a: TensorValue, b: TensorValue):
     rows after them, and the product reads its transpose: no transposing copy."""
     g = call.graph
     threshold = g.config.pad_mm_min_elements
-    if threshold < 0 or (call.device.type != "cuda" and not _interpreting()):
+    if threshold < 0 or not call.graph.target.lowers_as_gpu(call.device):
         return None
     try:
         m, k, n = int(a.size[0]), int(a.size[1]), int(b.size[1])

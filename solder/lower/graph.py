@@ -17,6 +17,7 @@ import torch.fx as fx
 
 from ..config import Config
 from ..ir import expr as E
+from ..ir.target import Target
 from ..ir.nodes import (BufferArg, Buffer, ComputedBuffer, ExternBuffer, InputBuffer, Layout,
                         Pointwise, contiguous_strides)
 from ..provenance import source_of
@@ -41,8 +42,10 @@ def _lowered(a, env: dict):
 
 
 class GraphLowering:
-    def __init__(self, gm: fx.GraphModule, kind: str, config: Config, graph_name: str):
+    def __init__(self, gm: fx.GraphModule, kind: str, config: Config, graph_name: str,
+                 target: Target):
         self.gm = gm
+        self.target = target   # what the code generator can emit (ir/target.py)
         self.kind = kind
         self.config = config
         self.graph_name = graph_name

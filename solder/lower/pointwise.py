@@ -10,7 +10,6 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as K
 from torch._prims_common import elementwise_dtypes
 
-from ..codegen import scalar_ops
 from ..ir import expr as E
 from .registry import Call, Decline, lowering
 from ..ir.values import TensorValue, Virtual, loader_of
@@ -47,8 +46,8 @@ def compute_dtype(call: Call, kind) -> torch.dtype:
 def pointwise(call: Call, name: str, inputs, kind=K.DEFAULT, result_is_bool=False) -> Virtual:
     if any(isinstance(x, TensorValue) and x.dtype.is_complex for x in inputs) or call.dtype.is_complex:
         raise Decline("complex dtypes are not lowered")
-    if not scalar_ops.available(name):
-        raise Decline(f"scalar op {name} has no implementation on this backend path")
+    if not call.graph.target.can_emit(name):
+        raise Decline(f"scalar op {name} has no implementation in {call.graph.target.name}")
     if name == "nextafter" and call.dtype in (torch.float16, torch.bfloat16):
         # computed in float32 it would step by a float32 ulp, which rounds back to the input
         raise Decline("nextafter of float16/bfloat16 (steps in the half-precision bit pattern)")

@@ -19,7 +19,6 @@ import math
 
 import sympy
 
-from ..codegen.scalar_ops import interpreting
 from ..ir.indexing import FloorDiv, ModIndex
 
 SPLITTABLE = {"sum", "prod", "max", "min", "any", "all", "xor_sum"}
@@ -37,7 +36,7 @@ def split_factor(call, x, dims, rtype: str, out_size, red_sizes) -> int:
     """How many partial results per output to compute first (0: do not split)."""
     if rtype not in SPLITTABLE or not call.graph.config.split_reductions:
         return 0
-    if call.device.type != "cuda" and not interpreting():
+    if not call.graph.target.lowers_as_gpu(call.device):
         return 0
     try:
         reduced = math.prod(int(n) for n in red_sizes)

@@ -8,6 +8,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from solder import config
 from solder.ir.nodes import ExternBuffer
+from solder.codegen.target import triton_target
 from solder.lower.graph import GraphLowering
 
 aten = torch.ops.aten
@@ -16,7 +17,7 @@ B, H, L, S, E = 2, 2, 7, 7, 8
 
 def _bias_arg(fn, *args):
     gm = make_fx(fn, tracing_mode="fake")(*args)
-    graph = GraphLowering(gm, "inference", config.resolve(None), "g").run()
+    graph = GraphLowering(gm, "inference", config.resolve(None), "g", triton_target()).run()
     (call,) = [b for b in graph.buffers if isinstance(b, ExternBuffer)
                and b.op is aten._scaled_dot_product_efficient_attention.default]
     bias = call.args[3]

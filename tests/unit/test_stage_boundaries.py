@@ -1,8 +1,8 @@
 """The stages' boundaries, as docs/ARCHITECTURE.md draws them, read from the sources: the runtime
 imports no part of lowering or the pipeline (a cached graph's report is restored from
-``solder/reports.py``, its source lines from ``solder/provenance.py``), and the leaf modules
-import nothing of Solder's. Lowering still imports ``codegen/scalar_ops.py`` (the target object
-that would replace it is not written yet)."""
+``solder/reports.py``, its source lines from ``solder/provenance.py``), lowering imports no
+part of codegen (it asks the target object it is handed, ``ir/target.py``), and the leaf
+modules import nothing of Solder's."""
 import ast
 from pathlib import Path
 
@@ -35,6 +35,30 @@ def test_the_runtime_imports_neither_lowering_nor_the_pipeline():
         bad = {m for m in _solder_imports(path)
                if m.startswith(("solder.lower", "solder.pipeline", "solder.capture"))}
         assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+def test_lowering_imports_no_part_of_codegen():
+    for path in sorted((ROOT / "lower").glob("*.py")):
+        bad = {m for m in _solder_imports(path) if m.startswith("solder.codegen")}
+        assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+def test_lowering_asks_its_target(monkeypatch):
+    # a target without an op makes its lowering decline to ATen, with the target's name
+    import torch
+    from solder.codegen.target import TritonTarget, triton_target
+    import solder.codegen.target as target_module
+    import solder
+
+    class WithoutErf(TritonTarget):
+        def can_emit(self, scalar_op):
+            return scalar_op != "erf" and super().can_emit(scalar_op)
+
+    monkeypatch.setattr(target_module, "triton_target",
+                        lambda: WithoutErf(triton_target().interpreted))
+    report = solder.explain(lambda x: torch.erf(x) + 1, torch.randn(8, device="cpu"),
+                            options={"cache": False})
+    assert "scalar op erf has no implementation in triton" in str(report), str(report)
 
 
 def test_the_leaf_modules_import_nothing_of_solder():
