@@ -119,12 +119,16 @@ def draw_view(c: Ctx):
         st = c.rng.randint(1, max(1, (total - 1) // max(1, a - 1))) if a > 1 else 1
         return Draft(f"{n}.contiguous().as_strided(({a},), ({st},))", kind)
     # integers as floats only: the bits of a computed float would show a rounding difference
-    # of one ulp as an integer that must match exactly
-    pairs = {"int32": "float32", "int64": "float64"}
+    # of one ulp as an integer that must match exactly. Small integers are subnormal floats
+    # and negative ones NaN: read as such, then made normal (times an exact power of two,
+    # NaN to 0), since eager's CPU kernels treat subnormals as their loops choose (a
+    # remainder by one is NaN in the vectorized loop, exact in the scalar one: seed 166302)
+    pairs = {"int32": ("float32", 100), "int64": ("float64", 600)}
     other = pairs.get(str(x.dtype).removeprefix("torch."))
     if other is None:
         return None
-    return Draft(f"{n}.view(torch.{other})", "view_dtype")
+    dtype, power = other
+    return Draft(f"({n}.view(torch.{dtype}).nan_to_num(0.0) * 2.0 ** {power})", "view_dtype")
 
 
 def _like_except(c: Ctx, x, d: int) -> str:

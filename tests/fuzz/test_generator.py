@@ -150,3 +150,26 @@ def test_a_group_norm_has_no_group_of_one_element():
                 seen[name].add(int(re.search(r"group_norm\(\w+, (\d+)", draft.code).group(1)))
     assert seen["x"] == {1}            # (2 channels, one element each: never 2 groups)
     assert seen["y"] == {1, 2}
+
+
+def test_a_float_view_of_integers_is_made_normal():
+    # small integers read as floats are subnormal (negative ones NaN), and eager's CPU
+    # remainder by a subnormal is NaN in its vectorized loop, exact in its scalar one (seed
+    # 166302): the drawn view is read, then scaled by an exact power of two, NaN made 0
+    import random
+    from solder.fuzz.ops_views import draw_view
+    for dtype, float_dtype in ((torch.int64, torch.float64), (torch.int32, torch.float32)):
+        ns = {"torch": torch, "x": torch.arange(-8, 9, dtype=dtype)}
+        codes = set()
+        for seed in range(400):
+            ctx = Ctx(random.Random(seed), ns, [Var("x", (17,), dtype, False)])
+            draft = draw_view(ctx)
+            if draft is not None and draft.op == "view_dtype":
+                codes.add(draft.code)
+        assert codes, "no dtype view drawn"
+        for code in codes:
+            v = eval(code, dict(ns))
+            assert v.dtype == float_dtype and not v.isnan().any()
+            nonzero = v[v != 0].abs()
+            assert (nonzero >= torch.finfo(float_dtype).tiny).all(), code
+            assert torch.equal(v[9:], ns["x"][9:].view(float_dtype) * 2.0 ** (600 if dtype == torch.int64 else 100))
