@@ -5,9 +5,9 @@ Rules kept here (docs/ARCHITECTURE.md, "Differential fuzzing"):
 - a scatter that does not accumulate never sends two values to one element (``scatter``,
   ``index_copy``, ``index_put``): which one lands is unspecified in eager;
 - no view scatter into a base whose elements share memory (eager writes the region through
-  the overlap: undefined), and an ``as_strided_scatter`` only into an input, a view of one or
-  a contiguous value (its positions are in the base's storage, whose layout eager's kernels
-  and the meta functions may choose differently).
+  the overlap: undefined), and an ``as_strided_scatter`` into an input, a view of one, or a
+  computed value made contiguous (its positions are in the base's storage, whose layout eager's
+  kernels and the meta functions may choose differently).
 """
 from __future__ import annotations
 
@@ -66,13 +66,6 @@ def draw_scatter(c: Ctx):
         # eager clones the base keeping its overlapping strides (an unfold) and writes the
         # region through them: which write lands is undefined
         return None
-    if kind == "as_strided_scatter" and not (x.of_input or value is None
-                                             or value.is_contiguous()):
-        # the view's positions are in the base's storage: a computed base's layout is
-        # eager's kernel's choice, which the meta functions torch.compile traces with may
-        # not share (a roll of a channels-last batch norm: channels-last in eager,
-        # contiguous in the trace)
-        return None
     if kind == "slice_scatter":
         start, end, step, count = _slice_params(c, size)
         src = c.operand(x.shape[:dd] + (count,) + x.shape[dd + 1:], x)
@@ -100,12 +93,18 @@ def draw_scatter(c: Ctx):
         st = c.rng.randint(1, max(1, (total - 1) // max(1, a - 1))) if a > 1 else 1
         off = c.rng.randint(0, total - 1 - (a - 1) * st)
         src = c.operand((a,), x)
+        # the view's positions are in the base's storage: a computed base's layout is eager's
+        # kernel's choice, which the meta functions torch.compile traces with may not share (a
+        # roll of a channels-last batch norm: channels-last in eager, contiguous in the trace;
+        # a batch norm of a permuted input the other way round, seed 167327), so a computed
+        # base is made contiguous first, in both
+        base = n if x.of_input else f"{n}.contiguous()"
         # the offset is absolute in x's storage: counted from x's own first element, so the
         # view stays among x's elements (one that reaches outside them gets a gradient from
         # eager that is wrong, and one from any compiler that depends on where autograd's
         # gradient tensor starts in its storage)
-        return Draft(f"torch.as_strided_scatter({n}, {src}, ({a},), ({st},), "
-                     f"{n}.storage_offset() + {off})", kind)
+        return Draft(f"torch.as_strided_scatter({base}, {src}, ({a},), ({st},), "
+                     f"{base}.storage_offset() + {off})", kind)
     if kind in ("index_put", "index_add", "index_copy", "index_fill"):
         if size == 0:
             return None
