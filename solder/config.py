@@ -82,6 +82,10 @@ class Config:
         True, "a long reduction into few outputs (a weight gradient's column sums, a whole-tensor "
         "sum) runs as two: partial results over chunks of the rows, then their reduction, so that "
         "enough programs run to fill the GPU (lower/split_reductions.py)", True)
+    cpu_codegen: bool = _setting(
+        False, "graphs on the CPU (without TRITON_INTERPRET) run as generated C++ kernels, "
+        "compiled with the system's C++ compiler, instead of eager's own ops (experimental: "
+        "ops the native target lacks run in ATen; runtime/native.py)", True)
     cuda_graphs: bool = _setting(
         False, "replay each compiled inference graph as a CUDA graph, recorded at its second "
         "call of each input size (mode='reduce-overhead' turns it on; what declines, and why, "

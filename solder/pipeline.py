@@ -63,6 +63,8 @@ def _compile_graph(gm: fx.GraphModule, kind: str, ctx: CompileContext, child) ->
         return _eager_runner(gm)
     cpu = _cpu_graph(gm)
     if cpu and not _interpreting():
+        if native_cpu(config):
+            return _compile_native(gm, kind, config, name, report, dump)
         # (a graph with CPU tensors that reached AOTAutograd: one that ran on a GPU too)
         _note_cpu_fallback(report, name, config)
         return _eager_runner(gm)
@@ -203,19 +205,26 @@ def _from_child(child, gm, name, config, report, captured) -> Optional[dict]:
     return {"compiled": compiled, "files": files, "jobs": jobs, "device": device}
 
 
-def generate_code(gm: fx.GraphModule, kind: str, config: Config, name: str, report):
+def generate_code(gm: fx.GraphModule, kind: str, config: Config, name: str, report,
+                  native: bool = False):
     """Lower, schedule and generate code for ``gm``, filling ``report``'s kernels, library
     calls and fallbacks: (graph IR, steps, kernels, wrapper, kernel module source, seconds by
-    stage)."""
-    from .codegen.module import kernel_module_source
-    from .codegen.target import triton_target
-    from .codegen.triton_kernel import generate
+    stage). ``native``: C++ for the CPU (codegen/cpp/) instead of Triton."""
     from .codegen.wrapper import WrapperGen
     from .lower.graph import GraphLowering
     from .schedule.fusion import Kernel, schedule
+    if native:
+        from .codegen.cpp.kernel import generate as generate_native
+        from .codegen.cpp.module import translation_unit as kernel_module_source
+        from .codegen.cpp.target import CppTarget as make_target
+        generate = lambda step, by_name, int64: generate_native(step, by_name)  # noqa: E731
+    else:
+        from .codegen.module import kernel_module_source
+        from .codegen.target import triton_target as make_target
+        from .codegen.triton_kernel import generate
 
     t0, cpu0 = time.perf_counter(), time.thread_time()
-    graph = GraphLowering(gm, kind, config, name, triton_target()).run()
+    graph = GraphLowering(gm, kind, config, name, make_target()).run()
     t1 = time.perf_counter()
     steps = schedule(graph, config)
     t2 = time.perf_counter()
@@ -302,6 +311,44 @@ def _precompile(compiled, jobs, device, config, stats, cached: bool = False) -> 
         wait()
 
 
+def native_cpu(config: Config) -> bool:
+    """Whether CPU graphs compile to C++ (``cpu_codegen`` on and a C++ compiler found)."""
+    if not config.cpu_codegen:
+        return False
+    from .runtime.native import compiler
+    return compiler() is not None
+
+
+def _compile_native(gm, kind: str, config: Config, name: str, report: GraphReport, dump):
+    """A CPU graph as C++ kernels (codegen/cpp/, runtime/native.py); not cached on disk yet
+    beyond the compiled libraries. A kernel the target cannot write, or a failed C++ compile,
+    runs the whole graph in ATen with the reason in ``solder.explain``."""
+    from .codegen.cpp.kernel import Unsupported
+    from .runtime.compiled import CompiledGraph
+    from .runtime.native import NativeCompileError
+    try:
+        generated = generate_code(gm, kind, config, name, report, native=True)
+        graph, steps, kernels, wrapper, module_src = generated[:5]
+        if dump:
+            _write(dump, "ir.txt", _format_ir(graph))
+            _write(dump, "schedule.txt", _format_schedule(steps))
+            _write(dump, "kernels.cpp", module_src)
+            _write(dump, "wrapper.py", wrapper.source)
+        _log_artifacts(name, report, steps, module_src, wrapper.source)
+        report.timings = {**generated[5], "cache": "off (native CPU code)"}
+        t0 = time.perf_counter()
+        compiled = CompiledGraph(name, wrapper, module_src, kernels, config, None,
+                                 report.timings, native=True)
+        report.timings["load"] = time.perf_counter() - t0
+    except (Unsupported, NativeCompileError) as e:
+        report.kernels, report.externs = [], []
+        report.fallbacks = [CallReport("whole graph", f"the native CPU target: {e}")]
+        logs.log.info("%s runs in ATen: the native CPU target: %s", name, e)
+        return _eager_runner(gm)
+    _log_after_first_call(compiled, report, config)
+    return compiled
+
+
 CPU_REASON = ("its tensors are on the CPU: Solder generates GPU kernels (set TRITON_INTERPRET=1 "
               "to run them on the CPU through Triton's interpreter)")
 
@@ -322,7 +369,8 @@ def run_as_captured_on_cpu(gm: fx.GraphModule, ctx: CompileContext) -> Optional[
     CPU when no kernels can run there (no interpreter): at eager's speed, where AOTAutograd's
     decomposed graph run op by op was up to 6x slower (a gelu chain's ``gelu`` became nine
     ops, a softmax five); None for any other graph."""
-    if ctx.config.debug_eager or _interpreting() or not _dynamo_graph_on_cpu(gm):
+    if ctx.config.debug_eager or _interpreting() or native_cpu(ctx.config) \
+            or not _dynamo_graph_on_cpu(gm):
         return None
     name = f"graph{next(_graph_ids)}_as_captured"
     report = GraphReport(name, "as captured",

@@ -12,6 +12,7 @@ from . import scalar_ops
 @dataclass(frozen=True)
 class TritonTarget:
     interpreted: bool
+    has_random = True   # counter-based draws (tl.rand)
 
     @property
     def name(self) -> str:

@@ -23,6 +23,7 @@ from ..schedule.prepare import RINDEX, XINDEX
 from . import scalar_ops
 from .generated import KernelSource  # noqa: F401  (what generate returns)
 from .launch_configs import exact_cover
+from .stages import member_stages
 
 TL_DTYPE = {
     torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
@@ -381,27 +382,7 @@ class KernelGen:
         return "tl.full([1, RBLOCK], 1, tl.int1)" if self.even else "rindex < rnumel"
 
     def _stages(self):
-        """Split members into stages: a member that reads a reduction result of this kernel at
-        element level (or reduces it) goes after the stage that produces it."""
-        k = self.kernel
-        stage_of: dict = {}
-        for name, p in k.prepared.items():
-            s = 0
-            for x in E.walk(p.value):
-                if x.op == "rref":
-                    s = max(s, stage_of[x.args[0]] + 1)
-            target = getattr(p.buffer, "mutates", None)
-            if target:
-                # an in-place write goes no earlier than the members before it that read the
-                # old value (they were scheduled first; a later stage would run after it)
-                for other, q in k.prepared.items():
-                    if other == name:
-                        break
-                    if any(ld.args[0] == target for ld in E.loads_of(q.value)):
-                        s = max(s, stage_of[other])
-            stage_of[name] = s
-        n = max(stage_of.values(), default=0) + 1
-        return [[k.prepared[m] for m in k.prepared if stage_of[m] == i] for i in range(n)]
+        return member_stages(self.kernel)
 
     def _store(self, em: Emitter, p, mask: str):
         k = self.kernel

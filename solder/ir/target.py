@@ -15,6 +15,7 @@ import torch
 
 class Target(Protocol):
     name: str
+    has_random: bool   # whether generated code draws random numbers (else ATen draws them)
 
     def can_emit(self, scalar_op: str) -> bool:
         """Whether generated code can compute this entry of the scalar-op table."""

@@ -90,6 +90,8 @@ def _random(call: Call, kind: str, transform=None, out_dtype=None):
     """A fresh draw per element: ``rand`` (uniform on [0, 1)) or ``randn`` (standard normal),
     in float32, mapped by ``transform`` (a float32 value -> a value) and cast to the result's
     dtype."""
+    if not call.graph.target.has_random:
+        raise Decline(f"{kind}: {call.graph.target.name} draws no random numbers")
     dtype = out_dtype or call.dtype
     if out_dtype is None and dtype not in (torch.float32, torch.float16, torch.bfloat16,
                                            torch.float64):

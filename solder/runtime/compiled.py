@@ -12,7 +12,7 @@ from .launch import KernelRunner, load_module
 
 class CompiledGraph:
     def __init__(self, name: str, wrapper, module_src: str, kernels: dict[str, KernelSource],
-                 config, dump_path, stats: dict | None = None):
+                 config, dump_path, stats: dict | None = None, native: bool = False):
         # AOTAutograd passes the inputs as one list; an instance attribute survives the
         # functools.wraps of Dynamo's disable() around backward graphs
         self._boxed_call = True
@@ -23,7 +23,12 @@ class CompiledGraph:
         self.wrapper = wrapper
         self.kernels = dict(kernels)
         runners = {}
-        if kernels:
+        if kernels and native:   # C++ kernels (runtime/native.py)
+            from . import native as native_kernels
+            runners = native_kernels.runners(module_src, kernels, config.cache_dir, name)
+            if stats is not None:
+                stats["kernels"] = stats["distinct_kernels"] = len(kernels)
+        elif kernels:
             mod = load_module(module_src, config.cache_dir, stem=name)
             by_fn = {}
             if stats is not None:

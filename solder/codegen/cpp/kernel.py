@@ -1,0 +1,435 @@
+"""Write one scheduled kernel as a C++ function.
+
+Layout of a generated kernel (the Triton kernel's, one element at a time):
+  pointwise:  one loop over ``xindex``; every member is computed and stored once per element.
+  reduction:  one loop over rows (``xindex``); inside it the members run in stages (the same
+              stages as the Triton target's), each stage a loop over the row's ``rindex`` that
+              accumulates its reductions and stores its element-level members, then the row's
+              results and the row-level members.
+The outer loop runs on OpenMP threads when the kernel has enough work; a kernel that updates
+memory another element may update too (a scatter that accumulates) runs on one thread.
+Values are computed in the registers' dtype (float for float16 and bfloat16, as eager).
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+import torch
+
+from ...ir import expr as E
+from ...ir.indexing import FloorDiv, ModIndex
+from ...schedule.fusion import Kernel
+from ...schedule.prepare import RINDEX, XINDEX
+from ..generated import KernelSource
+from ..stages import member_stages
+from . import scalar_ops
+
+import torch.utils._sympy.functions as _torch_sympy  # noqa: E402
+
+C_TYPE = {
+    torch.float32: "float", torch.float64: "double", torch.int8: "int8_t",
+    torch.int16: "int16_t", torch.int32: "int32_t", torch.int64: "int64_t",
+    torch.uint8: "uint8_t", torch.uint16: "uint16_t", torch.uint32: "uint32_t",
+    torch.uint64: "uint64_t", torch.bool: "bool", torch.float16: "uint16_t",
+    torch.bfloat16: "uint16_t",
+}
+SUPPORTED = frozenset(C_TYPE)
+# elements of work below which the outer loop stays on one thread (thread start-up dominates)
+PARALLEL_MIN_WORK = 1 << 15
+
+
+def reg_dtype(dt: torch.dtype) -> torch.dtype:
+    return torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
+
+
+def reg_type(dt: torch.dtype) -> str:
+    return C_TYPE[reg_dtype(dt)]
+
+
+class Unsupported(Exception):
+    """A kernel this target cannot write (the pipeline then compiles the graph otherwise)."""
+
+
+class CppPrinter:
+    """Index expressions as C++ (int64_t arithmetic; divisions have non-negative operands)."""
+
+    def __init__(self, names: dict):
+        self.names = names
+        self.printed: dict = {}
+
+    def __call__(self, e) -> str:
+        e = sympy.sympify(e)
+        text = self.printed.get(e)
+        if text is None:
+            text = self.printed[e] = self._print(e)
+        return text
+
+    def _print(self, e) -> str:
+        if e.is_Integer:
+            return f"int64_t({int(e)})"
+        if e.is_Symbol:
+            return self.names.get(e, str(e))
+        if isinstance(e, (FloorDiv, _torch_sympy.FloorDiv, _torch_sympy.CleanDiv)):
+            return f"({self(e.args[0])} / {self(e.args[1])})"
+        if isinstance(e, ModIndex):
+            return f"({self(e.args[0])} % {self(e.args[1])})"
+        if isinstance(e, (sympy.Mod, _torch_sympy.Mod, _torch_sympy.PythonMod)):
+            a, b = self(e.args[0]), self(e.args[1])
+            if e.args[0].is_nonnegative and e.args[1].is_positive:
+                return f"({a} % {b})"
+            return f"((({a} % {b}) + {b}) % {b})"
+        if isinstance(e, (sympy.Max, sympy.Min, _torch_sympy.Max, _torch_sympy.Min)):
+            fn = "std::max" if isinstance(e, (sympy.Max, _torch_sympy.Max)) else "std::min"
+            args = sorted(e.args, key=str)
+            out = self(args[0])
+            for a in args[1:]:
+                out = f"{fn}<int64_t>({out}, {self(a)})"
+            return out
+        if isinstance(e, _torch_sympy.PowByNatural) and e.args[1].is_Integer:
+            return "(" + " * ".join([self(e.args[0])] * int(e.args[1])) + ")"
+        if isinstance(e, sympy.floor) and e.args[0].is_Mul:
+            num, den = e.args[0].as_numer_denom()
+            if den.is_positive and num.is_nonnegative:
+                return f"({self(num)} / {self(den)})"
+        if e.is_Add:
+            terms = sorted(e.args, key=lambda t: (t.is_Integer, str(t)))
+            return "(" + " + ".join(self(t) for t in terms) + ")"
+        if e.is_Mul:
+            return "(" + " * ".join(self(a) for a in e.args) + ")"
+        if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
+            return "(" + " * ".join([self(e.base)] * int(e.exp)) + ")"
+        raise Unsupported(f"index expression {e}")
+
+
+class Emitter:
+    """Values as numbered C++ temporaries in one scope, each common subexpression once."""
+
+    def __init__(self, gen: "CppKernelGen", indent: str, parent: "Emitter | None" = None):
+        self.gen, self.indent, self.parent = gen, indent, parent
+        self.cache: dict = {}
+        self.lines: list[str] = []
+
+    def lookup(self, v):
+        e = self
+        while e is not None:
+            if v in e.cache:
+                return e.cache[v]
+            e = e.parent
+        return None
+
+    def line(self, text: str) -> None:
+        self.lines.append(self.indent + text)
+
+    def value(self, v: E.Value) -> str:
+        got = self.lookup(v)
+        if got is not None:
+            return got
+        for c in E.walk(v):
+            if self.lookup(c) is None:
+                self.cache[c] = self._emit(c)
+        return self.cache[v]
+
+    def tmp(self, dtype: torch.dtype, expr: str) -> str:
+        name = self.gen.new_tmp()
+        self.line(f"{reg_type(dtype)} {name} = {expr};")
+        return name
+
+    def _emit(self, v: E.Value) -> str:
+        g = self.gen
+        if v.dtype not in SUPPORTED:
+            raise Unsupported(f"dtype {v.dtype}")
+        if v.op == "load":
+            buf, index, mask, ind = v.args
+            names = dict(g.printer.names)
+            for s, iv in ind:
+                names[s] = self.value(iv)
+            idx = CppPrinter(names)(index)
+            read = g.read(buf, idx)
+            if mask is not None:
+                read = f"({self.value(mask)} ? {read} : {reg_type(v.dtype)}(0))"
+            return self.tmp(v.dtype, read)
+        if v.op == "const":
+            return _literal(v.args[0], v.dtype)
+        if v.op == "index":
+            return self.tmp(v.dtype, f"{reg_type(v.dtype)}({g.printer(v.args[0])})")
+        if v.op == "cast":
+            return self.tmp(v.dtype, _cast(self.value(v.args[0]), v.args[0].dtype, v.dtype))
+        if v.op == "call":
+            name, *args = v.args
+            if name not in scalar_ops.SCALAR_OPS:
+                raise Unsupported(f"scalar op {name}")
+            exprs = [self.value(a) for a in args]
+            return self.tmp(v.dtype, scalar_ops.emit(name, exprs, [a.dtype for a in args]))
+        if v.op == "rref":
+            return g.rref[v.args[0]]
+        raise Unsupported(f"value {v.op}")
+
+
+def _literal(x, dtype) -> str:
+    t = reg_type(dtype)
+    if dtype == torch.bool:
+        return "true" if x else "false"
+    if dtype.is_floating_point:
+        if math.isnan(x):
+            return f"std::numeric_limits<{t}>::quiet_NaN()"
+        if math.isinf(x):
+            return f"{'' if x > 0 else '-'}std::numeric_limits<{t}>::infinity()"
+        return f"{t}({float(x)!r})"
+    return f"{t}({int(x)}{'LL' if abs(int(x)) > 2**31 - 1 else ''})"
+
+
+def _cast(x: str, src: torch.dtype, dst: torch.dtype) -> str:
+    if dst == torch.bool:
+        return f"({x} != 0)"
+    if dst == torch.float16:
+        return f"solder_round_half(float({x}))"
+    if dst == torch.bfloat16:
+        return f"solder_round_bf16(float({x}))"
+    return f"{reg_type(dst)}({x})"
+
+
+IDENTITY = {"sum": "0", "prod": "1", "any": "false", "all": "true"}
+
+
+def _identity(rtype: str, dtype: torch.dtype) -> str:
+    t = reg_type(dtype)
+    if rtype in IDENTITY:
+        return IDENTITY[rtype] if rtype in ("any", "all") else f"{t}({IDENTITY[rtype]})"
+    big = rtype in ("min", "argmin")
+    if dtype.is_floating_point:
+        return f"{'' if big else '-'}std::numeric_limits<{t}>::infinity()"
+    if dtype == torch.bool:
+        return "true" if big else "false"
+    return f"std::numeric_limits<{t}>::{'max' if big else 'lowest'}()"
+
+
+class CppKernelGen:
+    def __init__(self, kernel: Kernel, by_name: dict):
+        self.kernel = kernel
+        self.by_name = by_name
+        self.args: list = []
+        self.ptr_names: dict = {}
+        self.size_names: dict = {}
+        self.rref: dict = {}
+        self.reduced: dict = {}
+        self.serial = False   # an accumulating scatter: one thread
+        self._tmp = 0
+        self.printer = CppPrinter({XINDEX: "xindex", RINDEX: "rindex"})
+
+    def new_tmp(self) -> str:
+        self._tmp += 1
+        return f"t{self._tmp - 1}"
+
+    def _target(self, buf: str) -> str:
+        b = self.by_name[buf]
+        return b.mutates if getattr(b, "mutates", None) else buf
+
+    def ptr(self, buf: str) -> str:
+        target = self._target(buf)
+        if target not in self.ptr_names:
+            self.ptr_names[target] = f"ptr{len(self.ptr_names)}"
+            self.args.append(("ptr", target))
+        return self.ptr_names[target]
+
+    def dtype_of(self, buf: str) -> torch.dtype:
+        dt = self.by_name[self._target(buf)].dtype
+        if dt not in SUPPORTED:
+            raise Unsupported(f"buffer {buf} of dtype {dt}")
+        return dt
+
+    def read(self, buf: str, idx: str) -> str:
+        dt = self.dtype_of(buf)
+        raw = f"{self.ptr(buf)}[{idx}]"
+        if dt == torch.float16:
+            return f"solder_half_to_float({raw})"
+        if dt == torch.bfloat16:
+            return f"solder_bf16_to_float({raw})"
+        return raw
+
+    def write(self, buf: str, idx: str, val: str, val_dtype: torch.dtype) -> str:
+        dt = self.dtype_of(buf)
+        if dt == torch.float16:
+            val = f"solder_float_to_half(float({val}))"
+        elif dt == torch.bfloat16:
+            val = f"solder_float_to_bf16(float({val}))"
+        elif dt == torch.bool:
+            val = f"({val} != 0)"
+        else:
+            val = f"{C_TYPE[dt]}({val})"
+        return f"{self.ptr(buf)}[{idx}]", val
+
+    def size_symbols(self, exprs) -> None:
+        for e in exprs:
+            for s in sympy.sympify(e).free_symbols:
+                if s not in (XINDEX, RINDEX) and not str(s).startswith("ind") \
+                        and s not in self.size_names:
+                    self.size_names[s] = str(s)
+                    self.printer.names[s] = str(s)
+
+    def generate(self) -> KernelSource:
+        k = self.kernel
+        for p in k.prepared.values():
+            extra = [v for _, v in p.store_binds] + [p.store_mask] * (p.store_mask is not None)
+            self.size_symbols([p.store_index] + [e for v in [p.value] + extra
+                                                 for e in E.index_exprs(v)])
+            if getattr(p.buffer, "store_mode", "store") != "store":
+                self.serial = True
+        self.size_symbols([k.xnumel, k.rnumel])
+        body = self._body()
+        size_args = sorted(self.size_names.values())
+        for s in size_args:
+            self.args.append(("size", s))
+        self.args += [("numel", "x")] + ([("numel", "r")] if k.is_reduction else [])
+        params = []
+        for kind, what in self.args:
+            if kind == "ptr":
+                params.append(f"{C_TYPE[self.dtype_of(what)]}* __restrict__ {self.ptr_names[what]}"
+                              if not self._aliased(what) else
+                              f"{C_TYPE[self.dtype_of(what)]}* {self.ptr_names[what]}")
+        params += [f"int64_t {s}" for s in size_args] + ["int64_t xnumel"]
+        params += ["int64_t rnumel"] if k.is_reduction else []
+        origins = k.origins()
+        doc = [f"// {k.name}: fuses {', '.join(origins)}"] if origins else [f"// {k.name}"]
+        doc += ["// pointers: " + ", ".join(f"{p}={b}" for b, p in self.ptr_names.items())]
+        doc += [f"// from: {s}" for s in k.source_lines()[:6]]
+        work = "xnumel * rnumel" if k.is_reduction else "xnumel"
+        omp = [] if self.serial else [
+            f"    #pragma omp parallel for reduction(|:solder_err) if({work} >= {PARALLEL_MIN_WORK})"]
+        src = "\n".join(
+            doc + [f'extern "C" int64_t {k.name}({", ".join(params)}) {{',
+                   "    int64_t solder_err = 0;"] + omp
+            + ["    for (int64_t xindex = 0; xindex < xnumel; ++xindex) {"]
+            + body + ["    }", "    return solder_err;", "}", ""])
+        return KernelSource(k.name, src, list(self.args), k.is_reduction, k.persistent,
+                            k.xnumel, k.rnumel, True, origins, k.reduction_hint)
+
+    def _aliased(self, buf: str) -> bool:
+        """A buffer this kernel both reads and writes (an in-place update) is not restrict."""
+        k = self.kernel
+        written = {self._target(b) for b in k.stores}
+        return buf in written and any(
+            self._target(v.args[0]) == buf for p in k.prepared.values()
+            for v in E.walk(p.value) if v.op == "load")
+
+    def _body(self) -> list[str]:
+        k = self.kernel
+        top = Emitter(self, " " * 8)
+        if not k.is_reduction:
+            for name, p in k.prepared.items():
+                self._store(top, p)
+            return top.lines
+        for stage in member_stages(k):
+            self._stage(top, stage)
+        return top.lines
+
+    def _store(self, em: Emitter, p) -> None:
+        if p.buffer.name not in self.kernel.stores:
+            return
+        v = em.value(p.value)
+        printer = self.printer
+        if p.store_binds:   # a scatter: the address depends on data
+            printer = CppPrinter({**self.printer.names,
+                                  **{s: em.value(iv) for s, iv in p.store_binds}})
+        idx = printer(p.store_index)
+        where, val = self.write(p.buffer.name, idx, v, p.value.dtype)
+        mode = getattr(p.buffer, "store_mode", "store")
+        if mode == "store":
+            stmt = f"{where} = {val};"
+        elif mode == "atomic_add":
+            stmt = f"{where} += {val};" if self.dtype_of(p.buffer.name) not in (
+                torch.float16, torch.bfloat16, torch.bool) else None
+        else:
+            stmt = None
+        if stmt is None:
+            raise Unsupported(f"store mode {mode} into {self.dtype_of(p.buffer.name)}")
+        if p.store_mask is not None:
+            stmt = f"if ({em.value(p.store_mask)}) {stmt}"
+        em.line(stmt)
+
+    def _stage(self, top: Emitter, stage) -> None:
+        reds, dups = [], []
+        for p in stage:
+            if p.reduction_type is not None:
+                key = (p.reduction_type, p.value)
+                (dups if self.reduced.setdefault(key, p.buffer.name) != p.buffer.name
+                 else reds).append(p)
+        rlevel = [p for p in stage if p.reduction_type is None and p.level == "r"]
+        xlevel = [p for p in stage if p.reduction_type is None and p.level == "x"]
+        accs = {}
+        for p in reds:
+            dt = reg_dtype(p.value.dtype)
+            rt = p.reduction_type
+            if rt not in ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin"):
+                raise Unsupported(f"reduction {rt}")
+            acc = self.new_tmp()
+            # float sums accumulate in double (eager's CPU sums are cascaded: as accurate)
+            acc_t = "double" if rt in ("sum", "prod") and dt == torch.float32 else \
+                ("bool" if rt in ("any", "all") else reg_type(dt))
+            init = _identity(rt, dt)
+            top.line(f"{acc_t} {acc} = {init};")
+            accs[p.buffer.name] = [acc, acc_t]
+            if rt in ("argmax", "argmin"):
+                ai = self.new_tmp()
+                top.line(f"int64_t {ai} = 0;")
+                accs[p.buffer.name].append(ai)
+        if reds or rlevel:
+            top.line("for (int64_t rindex = 0; rindex < rnumel; ++rindex) {")
+            inner = Emitter(self, top.indent + "    ", parent=top)
+            for p in reds:
+                v = inner.value(p.value)
+                acc = accs[p.buffer.name]
+                rt = p.reduction_type
+                if rt == "sum":
+                    inner.line(f"{acc[0]} += {v};")
+                elif rt == "prod":
+                    inner.line(f"{acc[0]} *= {v};")
+                elif rt == "any":
+                    inner.line(f"{acc[0]} = {acc[0]} || ({v} != 0);")
+                elif rt == "all":
+                    inner.line(f"{acc[0]} = {acc[0]} && ({v} != 0);")
+                elif rt in ("max", "min"):
+                    op = ">" if rt == "max" else "<"
+                    # NaN wins and stays; of equal values the first
+                    nan = f"({v} != {v}) || " if p.value.dtype.is_floating_point else ""
+                    keep = f"({acc[0]} != {acc[0]})" if p.value.dtype.is_floating_point else "false"
+                    inner.line(f"if (!{keep} && ({nan}{v} {op} {acc[0]})) {acc[0]} = {v};")
+                else:   # argmax / argmin: the first index of the extreme value, NaN the largest
+                    op = ">" if rt == "argmax" else "<"
+                    isnan = f"({v} != {v})" if p.value.dtype.is_floating_point else "false"
+                    accnan = f"({acc[0]} != {acc[0]})" if p.value.dtype.is_floating_point \
+                        else "false"
+                    inner.line(f"if (!{accnan} && ({isnan} || {v} {op} {acc[0]} || rindex == 0)) "
+                               f"{{ {acc[0]} = {v}; {acc[2]} = rindex; }}")
+            for p in rlevel:
+                self._store(inner, p)
+            top.lines += inner.lines
+            top.line("}")
+        for p in reds:
+            acc = accs[p.buffer.name]
+            rt = p.reduction_type
+            result = acc[2] if rt in ("argmax", "argmin") else acc[0]
+            out_dt = p.buffer.dtype
+            name = top.tmp(out_dt if rt in ("argmax", "argmin") else reg_dtype(p.value.dtype)
+                           if rt not in ("any", "all") else torch.bool, result)
+            self.rref[p.buffer.name] = name
+            top.cache[E.Value("rref", (p.buffer.name,), p.buffer.dtype)] = name
+            self._store_reduction(top, p)
+        for p in dups:
+            first = self.reduced[(p.reduction_type, p.value)]
+            self.rref[p.buffer.name] = self.rref[first]
+            top.cache[E.Value("rref", (p.buffer.name,), p.buffer.dtype)] = self.rref[first]
+            self._store_reduction(top, p)
+        for p in xlevel:
+            self._store(top, p)
+
+    def _store_reduction(self, em: Emitter, p) -> None:
+        if p.buffer.name not in self.kernel.stores:
+            return
+        idx = self.printer(p.store_index)
+        where, val = self.write(p.buffer.name, idx, self.rref[p.buffer.name], p.value.dtype)
+        em.line(f"{where} = {val};")
+
+
+def generate(kernel: Kernel, by_name: dict) -> KernelSource:
+    return CppKernelGen(kernel, by_name).generate()

@@ -1,0 +1,128 @@
+"""The native CPU target (codegen/cpp/, runtime/native.py): CPU graphs as C++ kernels, with
+eager's values, dtypes and errors; what it cannot write runs in ATen and says so."""
+import pytest
+import torch
+
+import solder
+import solder.pipeline as P
+from solder.runtime import native
+
+pytestmark = pytest.mark.skipif(native.compiler() is None, reason="needs a C++ compiler")
+OPTIONS = {"cpu_codegen": True}
+
+
+@pytest.fixture(autouse=True)
+def native_path(monkeypatch):
+    # the CPU test run interprets Triton kernels; these tests take the native path instead
+    monkeypatch.setattr(P, "_interpreting", lambda: False)
+
+
+def _run(fn, *args):
+    report = solder.explain(fn, *args, options=OPTIONS)
+    out = torch.compile(fn, backend="solder", options=OPTIONS)(*args)
+    return out, report
+
+
+def _same(out, ref):
+    out = out if isinstance(out, (tuple, list)) else [out]
+    ref = ref if isinstance(ref, (tuple, list)) else [ref]
+    for o, r in zip(out, ref):
+        assert o.dtype == r.dtype and o.shape == r.shape
+        torch.testing.assert_close(o, r, equal_nan=True)
+
+
+def test_pointwise_and_reductions_are_generated_c_plus_plus():
+    def fn(x, y):
+        return (torch.nn.functional.gelu(x * 2 + 1).sum(-1), (x - y).abs().amax(1),
+                torch.softmax(x, -1), x.argmax(1), torch.where(x > 0, x, y * 3))
+    x, y = torch.randn(33, 70), torch.randn(33, 70)
+    x[3, 5] = float("nan")
+    out, report = _run(fn, x, y)
+    _same(out, fn(x, y))
+    text = str(report)
+    assert "kernel k0" in text and "ATen fallback" in text and "0 ATen fallback" in text
+    src = report.graphs[0].kernels[0].source
+    assert 'extern "C"' in src and "// from: " in src and "#pragma omp parallel for" in src
+
+
+def test_half_precision_is_read_and_rounded_as_eager():
+    # every float16 and bfloat16 bit pattern through a load, a float32 computation and a store
+    bits = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)
+    for dtype in (torch.float16, torch.bfloat16):
+        x = bits.view(dtype)
+
+        def fn(x):
+            return x * 1.0, (x.float() * 0.5).to(dtype), x.float() / 3
+        out, _ = _run(fn, x)
+        for o, r in zip(out, fn(x)):
+            same = (o == r) | (o.isnan() & r.isnan())
+            assert bool(same.all()), (dtype, x[~same][:4], o[~same][:4], r[~same][:4])
+            assert torch.equal(torch.signbit(o[o == 0]), torch.signbit(r[r == 0]))
+
+
+def test_integer_division_is_pythons_and_zero_raises_as_eager():
+    # (not MIN // -1: eager's own truncating division traps on it)
+    a = torch.tensor([7, -7, 7, -7, 0, 9], dtype=torch.int64)
+    b = torch.tensor([2, 2, -2, -2, 3, -1], dtype=torch.int64)
+
+    def fn(a, b):
+        return a // b, a % b, torch.fmod(a, b), torch.div(a, b, rounding_mode="trunc"), a / b
+    out, _ = _run(fn, a, b)
+    _same(out, fn(a, b))
+    compiled = torch.compile(lambda a, b: a // b + 1, backend="solder", options=OPTIONS)
+    with pytest.raises(ZeroDivisionError):
+        compiled(a, torch.zeros_like(b))
+
+
+def test_floats_keep_eagers_nan_infinities_and_signed_zeros():
+    x = torch.tensor([-0.0, 0.0, float("inf"), -float("inf"), float("nan"), 2.5, -2.5, 1e-40])
+    y = torch.tensor([0.0, -0.0, 2.0, -3.0, 1.0, -0.0, 0.5, 3.0])
+
+    def fn(x, y):
+        return (torch.maximum(x, y), torch.minimum(x, y), torch.fmax(x, y), torch.relu(x),
+                torch.div(x, y, rounding_mode="floor"), torch.remainder(x, y), x / y,
+                torch.round(x * 2), torch.sign(x), x.clamp(min=0.0))
+    out, _ = _run(fn, x, y)
+    for o, r in zip(out, fn(x, y)):
+        same = (o == r) | (o.isnan() & r.isnan())
+        assert bool(same.all()) and torch.equal(torch.signbit(o[o == 0]),
+                                                torch.signbit(r[r == 0])), (o, r)
+
+
+def test_an_accumulating_scatter_runs_on_one_thread_and_matches():
+    def fn(x, idx, src):
+        return torch.index_add(x, 0, idx, src, alpha=2)
+    x, src = torch.zeros(5, 3), torch.randn(40000, 3)
+    idx = torch.randint(0, 5, (40000,))
+    out, report = _run(fn, x, idx, src)
+    _same(out, fn(x, idx, src))
+    assert "omp parallel" not in report.graphs[0].kernels[-1].source
+
+
+def test_what_the_target_lacks_runs_in_aten_and_explain_says_why():
+    def fn(x):
+        return torch.special.i0(x) + torch.rand_like(x) * 0 + 1
+    x = torch.randn(16)
+    out, report = _run(fn, x)
+    torch.testing.assert_close(out, torch.special.i0(x) + 1)
+    text = str(report)
+    assert "i0" in text and "has no implementation in the native CPU target" in text
+    assert "draws no random numbers" in text
+
+
+def test_a_training_step_matches_eager():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(),
+                                torch.nn.Linear(16, 4))
+    x = torch.randn(5, 8)
+    compiled = torch.compile(model, backend="solder", options=OPTIONS)
+    compiled(x).square().sum().backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).square().sum().backward()
+    for g, p in zip(got, model.parameters()):
+        torch.testing.assert_close(g, p.grad)
+
+
+def test_without_the_option_cpu_graphs_run_as_captured():
+    report = solder.explain(lambda x: x.sin() + 1, torch.randn(4))
+    assert "as captured" in str(report)
