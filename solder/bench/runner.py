@@ -47,11 +47,13 @@ def compile_for(fn: Callable, backend: str, reports: list | None = None) -> Call
     compile's context, whose graph reports count the kernels it generated."""
     entry = _entry_of_its_own(fn, backend)
     base, ro = (backend[:-3], True) if backend.endswith("-ro") else (backend, False)
-    if base == "solder":
+    if base in ("solder", "solder-native"):
         from solder import config
         from solder.backend import backend_for
         from solder.pipeline import CompileContext
-        options = dict(COLD_OPTIONS["solder"], cuda_graphs=ro)
+        # solder-native: CPU graphs as C++ (the native CPU target)
+        options = dict(COLD_OPTIONS["solder"], cuda_graphs=ro,
+                       cpu_codegen=base == "solder-native")
         ctx = CompileContext(config.resolve(options))
         if reports is not None:
             reports.append(ctx)
