@@ -126,3 +126,22 @@ def test_a_training_step_matches_eager():
 def test_without_the_option_cpu_graphs_run_as_captured():
     report = solder.explain(lambda x: x.sin() + 1, torch.randn(4))
     assert "as captured" in str(report)
+
+
+def test_random_programs_match_eager_on_the_native_path(monkeypatch):
+    # a small budget of the differential fuzzer, forward and gradients, through the native
+    # target in this process (the larger runs are in docs/fuzz-runs.md)
+    from solder.fuzz.run import PASS, RunConfig, check_seed
+    monkeypatch.setenv("SOLDER_CPU_CODEGEN", "1")
+    monkeypatch.setenv("SOLDER_CACHE", "0")
+    built = []
+    build = native.build
+    monkeypatch.setattr(native, "build", lambda *a: built.append(1) or build(*a))
+    cfg = RunConfig(grad=True)
+    bad = []
+    for seed in range(500000, 500012):
+        out = check_seed(seed, cfg)
+        if out.kind not in (PASS, "eager_rejected", "control_wrong", "control_error"):
+            bad.append((seed, out.kind, out.detail[:300], out.error))
+    assert not bad, bad
+    assert len(built) >= 10   # the programs' graphs ran as C++
