@@ -354,7 +354,11 @@ CPU_REASON = ("its tensors are on the CPU: Solder generates GPU kernels (set TRI
 
 
 def _note_cpu_fallback(report: GraphReport, name: str, config: Config) -> None:
-    report.fallbacks.append(CallReport("whole graph", CPU_REASON))
+    reason = CPU_REASON
+    if config.cpu_codegen:   # asked for, but native_cpu() said no
+        reason = ("its tensors are on the CPU and cpu_codegen is on, but no C++ compiler was "
+                  "found (set CXX to one)")
+    report.fallbacks.append(CallReport("whole graph", reason))
     if config.cuda_graphs:
         report.cuda_graphs = "not replayed: its inputs are CPU tensors (the graph runs in ATen)"
     logs.say_once(

@@ -123,6 +123,15 @@ def test_a_training_step_matches_eager():
         torch.testing.assert_close(g, p.grad)
 
 
+def test_without_a_compiler_the_graph_runs_as_captured_and_says_why(monkeypatch):
+    monkeypatch.setattr(native, "compiler", lambda: None)
+    fn = lambda x: x.sin() + 1  # noqa: E731
+    report = solder.explain(fn, torch.randn(4), options=OPTIONS)
+    assert "as captured" in str(report) and "no C++ compiler was found" in str(report)
+    x = torch.randn(4)
+    torch.testing.assert_close(torch.compile(fn, backend="solder", options=OPTIONS)(x), fn(x))
+
+
 def test_without_the_option_cpu_graphs_run_as_captured():
     report = solder.explain(lambda x: x.sin() + 1, torch.randn(4))
     assert "as captured" in str(report)
