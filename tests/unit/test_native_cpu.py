@@ -154,3 +154,17 @@ def test_random_programs_match_eager_on_the_native_path(monkeypatch):
             bad.append((seed, out.kind, out.detail[:300], out.error))
     assert not bad, bad
     assert len(built) >= 10   # the programs' graphs ran as C++
+
+
+@pytest.mark.parametrize("name,train", [("gpt2", False), ("llama", False), ("bert", False),
+                                        ("vit", False), ("resnet", False), ("convnext", False),
+                                        ("gpt2", True), ("llama", True)])
+def test_models_match_eager_on_the_native_path(monkeypatch, name, train):
+    pytest.importorskip("transformers")
+    from tests.models import test_models_cpu as models
+    monkeypatch.setenv("SOLDER_CPU_CODEGEN", "1")
+    built = []
+    build = native.build
+    monkeypatch.setattr(native, "build", lambda *a: built.append(1) or build(*a))
+    models._check(getattr(models, name), train=train)
+    assert built
