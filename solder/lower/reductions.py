@@ -42,6 +42,14 @@ def acc_dtype(rtype: str, src: torch.dtype, out: torch.dtype) -> torch.dtype:
 _EMPTY_REDUCTION = {"sum": 0, "prod": 1, "any": False, "all": True}
 
 
+def _from_identity(rtype: str, v):
+    """One element reduced as eager reduces it, from its identity: a float sum starts at +0.0,
+    so the sum of -0.0 is +0.0 (seed 177360: its signbit)."""
+    if rtype == "sum" and v.dtype.is_floating_point:
+        return E.call("add", E.const(0.0, v.dtype), v, dtype=v.dtype)
+    return v
+
+
 def reduce(call: Call, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtype=None,
            value_dtype=None) -> TensorValue:
     """The reduction of ``x`` over ``dims``; returns it in ``out_dtype`` (default: call's)."""
@@ -52,8 +60,9 @@ def reduce(call: Call, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtyp
     if ndim == 0:  # reducing a scalar over "dim 0" keeps it (an index of 0 for arg-reductions)
         if rtype in ("argmax", "argmin"):
             return Virtual([], out_dtype, call.device, lambda idx: E.const(0, out_dtype))
+        vd = value_dtype or out_dtype
         return Virtual([], out_dtype, call.device,
-                       lambda idx: E.cast(E.cast(x.load([]), value_dtype or out_dtype), out_dtype))
+                       lambda idx: E.cast(_from_identity(rtype, E.cast(x.load([]), vd)), out_dtype))
     dims = _norm_dims(dims, ndim)
     acc = acc_dtype(rtype, x.dtype, out_dtype)
     value_dtype = value_dtype or (acc if rtype not in ("argmax", "argmin") else x.dtype)
@@ -88,7 +97,8 @@ def reduce(call: Call, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtyp
         if rtype in ("argmax", "argmin"):
             return Virtual(out_size, out_dtype, call.device, lambda idx: E.const(0, out_dtype))
         return Virtual(out_size, out_dtype, call.device,
-                       lambda idx: E.cast(E.cast(fn(idx, zeros), acc), out_dtype))
+                       lambda idx: E.cast(_from_identity(rtype, E.cast(fn(idx, zeros), acc)),
+                                          out_dtype))
     meta = call.out if isinstance(call.out, torch.Tensor) else call.out[0]
     meta_size, meta_stride = sym_list(meta.shape), sym_list(meta.stride())
     stride = _dense_or_contiguous(out_size, meta_stride if meta_size == out_size else None)

@@ -461,3 +461,13 @@ def test_the_gpu_form_of_max_and_min_orders_zeros_as_cuda_does(op, monkeypatch):
         assert out[6:].isnan().all()
     else:
         assert out[6] == 1.0 and out[7] == 3.0 and out[8].isnan()
+
+
+def test_a_sum_of_negative_zeros_is_positive_zero_as_eager():
+    # eager's float sum starts at +0.0, so one -0.0 (or a row of them) sums to +0.0; a sum over
+    # one element was that element itself (seed 177360: its signbit)
+    z = torch.tensor([[-0.0], [-0.0]])
+    for fn in (lambda z: z.sum(1), lambda z: z[0, 0].sum(), lambda z: z.view(-1)[:1].sum(0),
+               lambda z: z.sum(0), lambda z: z.mean(1), lambda z: z.sum(1, dtype=torch.float64),
+               lambda z: z.prod(1)):
+        _same_bits(torch.compile(fn, backend="solder")(z), fn(z))
