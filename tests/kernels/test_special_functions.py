@@ -215,3 +215,12 @@ def test_gpu_code_for_nextafter_never_calls_libdevice(monkeypatch):
     for dtype, helper in ((torch.float32, "_sf_nextafter_f32"), (torch.float64, "_sf_nextafter_f64")):
         code = scalar_ops.emit("nextafter", ["x", "y"], [dtype, dtype])
         assert "libdevice" not in code and helper in code
+
+
+def test_lgamma_is_exactly_zero_at_one_and_two():
+    # as the C library's: a comparison or a logical op of lgamma(1) must not tip (seed 177158)
+    x = torch.tensor([1.0, 2.0, 1.0, 3.0], dtype=torch.float64)
+    for dtype in (torch.float32, torch.float64):
+        out = torch.compile(lambda t: (torch.lgamma(t), torch.lgamma(t) == 0),
+                            backend="solder")(x.to(dtype))
+        assert out[0][:3].eq(0).all() and out[1].tolist() == [True, True, True, False]
