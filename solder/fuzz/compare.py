@@ -81,14 +81,17 @@ def value_differs(e, c, r=None, floor=None, j=None, a=None):
             ok |= cd == rd
         if not bool(ok.all()) and (e.dtype in LOW or floor in LOW) and e.is_floating_point():
             ok |= _rms_close(ed, cd, rd, rtol, atol)
-    if not bool(ok.all()) and j is not None and tuple(j.shape) == tuple(e.shape):
-        jd = j.detach().cpu().double()
+    for jt in (j if isinstance(j, (list, tuple)) else [j]):
+        if bool(ok.all()) or jt is None or tuple(jt.shape) != tuple(e.shape):
+            continue
+        jd = jt.detach().cpu().double()
         if e.is_floating_point():
-            # where eager itself moves when its inputs move by rounding, the tensor is
-            # ill-conditioned (a norm over a group without variance: 1/sqrt(eps)); where the
-            # noise lands differs from run to run, so the largest move over the tensor is the
-            # scale: a compiled value within 3 times it of eager's is as good as eager's (an
-            # element that becomes inf or NaN when moved is not judged)
+            # where eager itself moves when its inputs, or its intermediate roundings, move by
+            # a unit of rounding, the tensor is ill-conditioned (a norm over a group without
+            # variance: 1/sqrt(eps)); where the noise lands differs from run to run, so the
+            # largest move over the tensor is the scale: a compiled value within 3 times it of
+            # eager's is as good as eager's (an element that becomes inf or NaN when moved is
+            # not judged)
             sens = _error(jd, ed)
             finite = sens.isfinite()
             scale = sens[finite].max() if bool(finite.any()) else 0.0
@@ -190,18 +193,23 @@ def _all_equal(x, kind):
     return None
 
 
-def verdict(eager, comp, ref=None, fixed=None, floor=None, jittered=None, other=None):
+def verdict(eager, comp, ref=None, fixed=None, floor=None, jittered=None, other=None,
+            noisy=None):
     """[(label, category, why)] for each observed value of the compiled run (comp) that is not
     eager's. Each argument is a list of execute.Observed; ref: the float64 reference run;
     fixed: eager with as_strided_scatter's gradient right (None when the program has none);
     floor: the program's lowest floating precision (its PRECISION); jittered: eager on
-    inputs perturbed by a few units of that precision; other: eager on the other device."""
+    inputs perturbed by a few units of that precision; other: eager on the other device;
+    noisy: eager with its intermediate roundings perturbed (execute.RoundingNoise)."""
     if [o.label for o in eager] != [o.label for o in comp]:
         return [("values", "structure", f"eager gave {[o.label for o in eager]}, compiled "
                  f"{[o.label for o in comp]}")]
     refs = {o.label: o for o in ref} if ref else {}
     fixes = {o.label: o for o in fixed} if fixed else {}
-    jits = {o.label: o for o in jittered} if jittered else {}
+    jits: dict = {}
+    for run in (jittered, noisy):
+        for o in run or []:
+            jits.setdefault(o.label, []).append(o)
     others = {o.label: o for o in other} if other else {}
     bad = []
     for e, c in zip(eager, comp):
@@ -217,7 +225,8 @@ def verdict(eager, comp, ref=None, fixed=None, floor=None, jittered=None, other=
 
 
 def _differs(e, c, r, floor, j, a=None):
-    """(category, why) or None, for one observed value."""
+    """(category, why) or None, for one observed value; j: the perturbed runs' Observed (a
+    list, or one)."""
     if e.tensor is not None and c.tensor is not None:
         if e.tensor.dtype != c.tensor.dtype:
             return ("dtype", f"dtype {e.tensor.dtype} against {c.tensor.dtype}")
@@ -232,8 +241,9 @@ def _differs(e, c, r, floor, j, a=None):
     if e.law is not None and c.tensor is not None:
         why = law_differs(e.law, c.tensor, e.tensor)
         return ("law", why) if why else None
+    js = [x.tensor for x in (j if isinstance(j, list) else [j]) if x is not None]
     why = value_differs(e.tensor, c.tensor, None if r is None else r.tensor, floor,
-                        None if j is None else j.tensor, None if a is None else a.tensor)
+                        js or None, None if a is None else a.tensor)
     return ("value", why) if why else None
 
 

@@ -8,6 +8,7 @@ import contextlib
 import math
 
 import torch
+import torch.utils._python_dispatch
 
 
 def _values(seed, shape, dtype, kind, dev, up=False):
@@ -192,21 +193,68 @@ def _jitter(ins, bases, rel):
 
 
 def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False, jitter=0.0,
-        backward=True):
+        backward=True, noise=False):
     """Call fn once on fresh inputs (eager when backend is None) and return [Observed].
     laws: {output position: law} for the outputs of random ops (compared by law, left out of
     the gradient's loss); jitter: inputs perturbed by this relative amount (eager's own
     sensitivity, for the comparison); backward=False: with grad, inputs that require
-    gradients but no backward (what the forward alone gives)."""
+    gradients but no backward (what the forward alone gives); noise: every rounding result
+    of eager's ops moved by up to a unit of its dtype's rounding (``RoundingNoise``)."""
     # the reference run computes in float64 throughout: floats its inputs widened, and the
     # floats that integers promote to (``a / b`` of int64 inputs) float64 too, not float32
     saved_dtype = torch.get_default_dtype()
     if up:
         torch.set_default_dtype(torch.float64)
     try:
+        if noise:
+            with RoundingNoise():
+                return _run(fn, make_inputs, laws, rng_seed, backend, up, grad, jitter, backward)
         return _run(fn, make_inputs, laws, rng_seed, backend, up, grad, jitter, backward)
     finally:
         torch.set_default_dtype(saved_dtype)
+
+
+# ops whose results are exact (copies, selections, sign changes): no rounding to move
+_EXACT_OPS = frozenset({
+    "clone", "_to_copy", "copy", "cat", "stack", "index", "index_select", "gather", "where",
+    "neg", "abs", "maximum", "minimum", "max", "min", "amax", "amin", "sort", "topk", "flip",
+    "roll", "constant_pad_nd", "slice_scatter", "select_scatter", "diagonal_scatter",
+    "as_strided_scatter", "index_put", "index_copy", "scatter", "masked_fill", "fill",
+    "zeros_like", "ones_like", "full_like", "empty_like", "relu", "hardtanh", "clamp",
+    "clamp_min", "clamp_max", "sign", "floor", "ceil", "trunc", "round", "repeat",
+    "nan_to_num", "tril", "triu", "masked_scatter", "take", "index_fill", "fmax", "fmin",
+    "cummax", "cummin", "kthvalue", "median", "mode", "unique_consecutive", "lift_fresh_copy",
+    "alias", "detach", "t", "permute", "expand"})
+
+
+class RoundingNoise(torch.utils._python_dispatch.TorchDispatchMode):
+    """Eager with every rounding result of an op (a new floating tensor computed from tensors,
+    not a view or an exact copy) moved by a unit of its dtype's rounding up, down or not at
+    all, from a fixed generator: how far eager's own value moves when its intermediate roundings
+    move. A normalization of a nearly constant row (a hypot of a large sum) amplifies rounding
+    by a thousand; perturbing the inputs leaves such a row as it was (seed 171111)."""
+
+    def __init__(self):
+        super().__init__()
+        self.g = torch.Generator().manual_seed(20261206)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        schema = func._schema
+        if (schema.is_mutable or any(r.alias_info is not None for r in schema.returns)
+                or func.overloadpacket.__name__.rstrip("_") in _EXACT_OPS
+                or not any(isinstance(a, torch.Tensor)
+                           for a in list(args) + list(kwargs.values()))):
+            return out
+        for t in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
+                # a whole unit up, down or none: a fraction of one would round back to the
+                # value in float16 and bfloat16 (where a unit decides a rounding boundary)
+                u = torch.randint(-1, 2, t.shape, generator=self.g).to(torch.float64)
+                rel = torch.finfo(t.dtype).eps
+                t.copy_(t.double() * (1 + rel * u.to(t.device)))
+        return out
 
 
 def _run(fn, make_inputs, laws, rng_seed, backend, up, grad, jitter, backward):

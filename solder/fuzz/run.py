@@ -119,6 +119,10 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
             jittered = run(*args, grad=cfg.grad, jitter=jitter_of(floor))
         except Exception:  # noqa: BLE001 - then eager's sensitivity excuses nothing
             jittered = None
+        try:
+            noisy = run(*args, grad=cfg.grad, noise=True)
+        except Exception:  # noqa: BLE001 - then eager's rounding noise excuses nothing
+            noisy = None
         other = run_on_cpu(*args, grad=cfg.grad) if cfg.device == "cuda" else None
         fixed = None
         if cfg.grad and any(op in source for op in CORRECTED_OPS):
@@ -138,22 +142,23 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
             return Outcome(ERROR, tb, error=text)
         finally:
             torch._dynamo.reset()
-    diffs = verdict(eager, comp, ref, fixed, floor, jittered, other)
+    diffs = verdict(eager, comp, ref, fixed, floor, jittered, other, noisy)
     if any(category == "stride" for _, category, _ in diffs):
         attach_decomposed_strides(eager, *args[:2], args[3])   # (only when needed: a trace)
-        diffs = verdict(eager, comp, ref, fixed, floor, jittered, other)
+        diffs = verdict(eager, comp, ref, fixed, floor, jittered, other, noisy)
     if not diffs:
         return Outcome(PASS)
     label, category, why = diffs[0]
     detail = f"{label}: {why}"
-    shared = _control_wrong(args, cfg, diffs, eager, ref, fixed, floor, jittered, other)
+    shared = _control_wrong(args, cfg, diffs, eager, ref, fixed, floor, jittered, other,
+                            noisy)
     if shared:
         return Outcome(CONTROL_WRONG, detail, diffs=[list(d) for d in diffs], control=shared)
     return Outcome(WRONG, detail, diffs=[list(d) for d in diffs])
 
 
 def _control_wrong(args, cfg: RunConfig, diffs, eager, ref, fixed, floor, jittered,
-                   other=None) -> str:
+                   other=None, noisy=None) -> str:
     """The control backend's first difference when it differs from eager in the same value
     the same way (then the fault is in what both share: Dynamo, AOTAutograd), else ""."""
     if not cfg.control or cfg.control == cfg.backend:
@@ -174,15 +179,15 @@ def _control_wrong(args, cfg: RunConfig, diffs, eager, ref, fixed, floor, jitter
                 torch._dynamo.reset()
                 control = run(*args, backend=cfg.control, grad=True, backward=False)
                 note = " (its backward raises)"
-                eager, ref, fixed, jittered, other = (
+                eager, ref, fixed, jittered, other, noisy = (
                     None if obs is None else [o for o in obs if not o.label.startswith("gradient")]
-                    for obs in (eager, ref, fixed, jittered, other))
+                    for obs in (eager, ref, fixed, jittered, other, noisy))
     except Exception:  # noqa: BLE001 - the control does not share the difference
         return ""
     finally:
         torch._dynamo.reset()
     theirs = {(label, category): why for label, category, why in
-              verdict(eager, control, ref, fixed, floor, jittered, other)}
+              verdict(eager, control, ref, fixed, floor, jittered, other, noisy)}
     for label, category, _ in diffs:
         if (label, category) in theirs:
             return f"{cfg.control}{note}: {label}: {theirs[(label, category)]}"

@@ -38,6 +38,10 @@ def main(backend):
         jittered = run(*args, grad=GRAD, jitter=jitter_of(PRECISION))
     except Exception:
         jittered = None
+    try:
+        noisy = run(*args, grad=GRAD, noise=True)
+    except Exception:
+        noisy = None
     other = run_on_cpu(*args, grad=GRAD)   # (a GPU program without random ops)
     fixed = None
     if GRAD and CORRECTED_EAGER:
@@ -51,10 +55,10 @@ def main(backend):
     torch.set_printoptions(precision=6)
     for e, c in zip(eager, comp):
         print(f"--- {{e.label}}\\neager:    {{e.tensor}}\\ncompiled: {{c.tensor}}")
-    bad = verdict(eager, comp, ref, fixed, PRECISION, jittered, other)
+    bad = verdict(eager, comp, ref, fixed, PRECISION, jittered, other, noisy)
     if any(category == "stride" for _, category, _ in bad):
         attach_decomposed_strides(eager, fn, make_inputs, RNG_SEED)
-        bad = verdict(eager, comp, ref, fixed, PRECISION, jittered, other)
+        bad = verdict(eager, comp, ref, fixed, PRECISION, jittered, other, noisy)
     for label, category, why in bad:
         print(f"DIFFERS {{label}} ({{category}}): {{why}}")
     print(f"WRONG under {{backend}}" if bad else f"match under {{backend}}")

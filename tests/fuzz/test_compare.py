@@ -326,3 +326,28 @@ def test_the_reference_run_promotes_integers_to_float64():
     eager = run(fn, make_inputs, {}, 0)
     assert ref[0].tensor.dtype == torch.float64 and eager[0].tensor.dtype == torch.float32
     assert torch.get_default_dtype() == torch.float32   # restored
+
+
+def test_rounding_noise_moves_ill_conditioned_values_and_not_others():
+    # eager with each op's rounding moved by a unit: a sum of products barely moves, a group
+    # norm of a row whose spread is below bfloat16's unit near 20 (a hypot of a large sum,
+    # seed 171111) moves by whole units
+    from solder.fuzz.execute import RoundingNoise
+    x = torch.linspace(0.5, 1.5, 64, dtype=torch.float64).view(8, 8).float()
+    with RoundingNoise():
+        calm = (x * 3 + 1).sum(1)
+    plain = (x * 3 + 1).sum(1)
+    assert ((calm - plain).abs() <= 1e-4 * plain.abs()).all()
+    a = torch.tensor([[0.47, -2.28, -0.65], [0.30, 1.64, -0.88]], dtype=torch.bfloat16)
+
+    def ill(a):
+        return torch.nn.functional.group_norm(torch.hypot(a, torch.tensor(-20.3)), 1)
+    with RoundingNoise():
+        moved = ill(a)
+    assert (moved.float() - ill(a).float()).abs().max() > 0.1
+    # and the verdict takes the noisy run's move as eager's sensitivity, no more
+    e, c_near, c_far = t([1.0]), t([1.3]), t([2.5])
+    noisy = [Observed("output 0", t([1.2]))]
+    assert verdict([Observed("output 0", e)], [Observed("output 0", c_near)])
+    assert not verdict([Observed("output 0", e)], [Observed("output 0", c_near)], noisy=noisy)
+    assert verdict([Observed("output 0", e)], [Observed("output 0", c_far)], noisy=noisy)
