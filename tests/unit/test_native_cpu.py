@@ -19,6 +19,8 @@ def native_path(monkeypatch):
 
 def _run(fn, *args):
     report = solder.explain(fn, *args, options=OPTIONS)
+    # compiled as C++, not left whole to ATen (a kernel the target could not write or compile)
+    assert "the native CPU target:" not in str(report), str(report)
     out = torch.compile(fn, backend="solder", options=OPTIONS)(*args)
     return out, report
 

@@ -190,6 +190,9 @@ def _cast(x: str, src: torch.dtype, dst: torch.dtype) -> str:
 
 
 IDENTITY = {"sum": "0", "prod": "1", "any": "false", "all": "true"}
+# reductions a vectorized row loop can do, by their OpenMP reduction identifier
+SIMD_REDUCTIONS = {"sum": "+", "prod": "*", "any": "||", "all": "&&", "max": "solder_max",
+                   "min": "solder_min"}
 
 
 def _identity(rtype: str, dtype: torch.dtype) -> str:
@@ -294,8 +297,12 @@ class CppKernelGen:
         doc += ["// pointers: " + ", ".join(f"{p}={b}" for b, p in self.ptr_names.items())]
         doc += [f"// from: {s}" for s in k.source_lines()[:6]]
         work = "xnumel * rnumel" if k.is_reduction else "xnumel"
+        # a pointwise kernel's elements are independent: its loop is also vectorized (the C
+        # library's vector math, module.py's declarations)
+        simd = "" if k.is_reduction else " simd"
         omp = [] if self.serial else [
-            f"    #pragma omp parallel for reduction(|:solder_err) if({work} >= {PARALLEL_MIN_WORK})"]
+            f"    #pragma omp parallel for{simd} reduction(|:solder_err) "
+            f"if({work} >= {PARALLEL_MIN_WORK})"]
         src = "\n".join(
             doc + [f'extern "C" int64_t {k.name}({", ".join(params)}) {{',
                    "    int64_t solder_err = 0;"] + omp
@@ -374,6 +381,12 @@ class CppKernelGen:
                 top.line(f"int64_t {ai} = 0;")
                 accs[p.buffer.name].append(ai)
         if reds or rlevel:
+            if all(p.reduction_type in SIMD_REDUCTIONS for p in reds) and not self.serial:
+                # no arg-reductions: the row's loop is vectorized, each lane reducing its part
+                # (another order of the same sums; max and min as module.py declares them)
+                clauses = "".join(f" reduction({SIMD_REDUCTIONS[p.reduction_type]}:"
+                                  f"{accs[p.buffer.name][0]})" for p in reds)
+                top.line("#pragma omp simd" + clauses)
             top.line("for (int64_t rindex = 0; rindex < rnumel; ++rindex) {")
             inner = Emitter(self, top.indent + "    ", parent=top)
             for p in reds:
@@ -389,11 +402,8 @@ class CppKernelGen:
                 elif rt == "all":
                     inner.line(f"{acc[0]} = {acc[0]} && ({v} != 0);")
                 elif rt in ("max", "min"):
-                    op = ">" if rt == "max" else "<"
                     # NaN wins and stays; of equal values the first
-                    nan = f"({v} != {v}) || " if p.value.dtype.is_floating_point else ""
-                    keep = f"({acc[0]} != {acc[0]})" if p.value.dtype.is_floating_point else "false"
-                    inner.line(f"if (!{keep} && ({nan}{v} {op} {acc[0]})) {acc[0]} = {v};")
+                    inner.line(f"{acc[0]} = solder_{rt}({acc[0]}, {v});")
                 else:   # argmax / argmin: the first index of the extreme value, NaN the largest
                     op = ">" if rt == "argmax" else "<"
                     isnan = f"({v} != {v})" if p.value.dtype.is_floating_point else "false"
