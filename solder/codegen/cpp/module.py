@@ -162,7 +162,8 @@ _VECTOR_MATH = {
 _TWO_ARGS = {"pow", "atan2", "hypot"}
 
 
-def vector_math_declarations() -> str:
+def vector_math_declarations(used: str = "") -> str:
+    """The ``simd`` declarations of the vector math functions ``used`` calls (C++ source)."""
     import os
     import platform
     if platform.machine() not in ("x86_64", "AMD64"):
@@ -177,12 +178,16 @@ def vector_math_declarations() -> str:
         if have < since:
             continue
         for n in names:
+            if f"std::{n}(" not in used and f" {n}(" not in used:
+                continue
             for t, suffix in (("float", "f"), ("double", "")):
                 params = ", ".join([t] * (2 if n in _TWO_ARGS else 1))
                 lines.append(f'extern "C" {t} {n}{suffix}({params}) noexcept '
                              f'__attribute__((simd("notinbranch")));')
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" if len(lines) > 1 else ""
 
 
 def translation_unit(kernels: list[KernelSource]) -> str:
-    return "\n".join([PRELUDE, vector_math_declarations()] + [k.source for k in kernels]) + "\n"
+    body = [k.source for k in kernels]
+    used = "\n".join(body) + PRELUDE   # (the prelude's helpers call some too: std::pow)
+    return "\n".join([PRELUDE, vector_math_declarations(used)] + body) + "\n"
