@@ -43,12 +43,26 @@ class NativeCompileError(RuntimeError):
     pass
 
 
+def _machine() -> str:
+    """The CPU's architecture and instruction-set flags (what -march=native compiles for)."""
+    import platform
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        pass
+    return f"{platform.machine()} {flags.strip()}"
+
+
 def build(source: str, cache_dir: Optional[str]) -> Path:
     """The shared library of ``source``, compiled once per source and compiler."""
     cxx = compiler()
     if cxx is None:
         raise NativeCompileError("no C++ compiler found (set CXX)")
-    key = hashlib.sha256("\0".join([cxx] + FLAGS + [source]).encode()).hexdigest()[:32]
+    # -march=native: a library is for this machine's instruction set only (a cache folder
+    # shared with another machine must not hand it one that faults there)
+    key = hashlib.sha256("\0".join([cxx, _machine()] + FLAGS + [source]).encode()).hexdigest()[:32]
     folder = Path(cache_dir or default_cache_dir()) / "native"
     folder.mkdir(parents=True, exist_ok=True)
     lib = folder / f"k{key}.so"
