@@ -82,7 +82,8 @@ def _sf_atan2(y, x):
     xneg = (x < 0) | ((x == 0) & ((1.0 / x) < 0))
     a = tl.where(xneg, 3.141592653589793 - a, a)
     yneg = (y < 0) | ((y == 0) & ((1.0 / y) < 0))
-    a = tl.where(yneg, -a, a)
+    # (a product, not -a: Triton's unary minus is 0 - a, and atan2(-0.0, 2) is -0.0: seed 182441)
+    a = tl.where(yneg, a * -1.0, a)
     return tl.where((x != x) | (y != y), x + y, a)
 ''', "_sf_atan_core")
 

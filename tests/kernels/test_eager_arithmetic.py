@@ -388,6 +388,7 @@ _ZERO_SIGN_OPS = {
     "clamp": lambda z: z.clamp(min=0.0), "clamp_max": lambda z: z.clamp(max=0.0),
     "fmax": lambda z: torch.fmax(z, torch.zeros_like(z)),
     "fmin": lambda z: torch.fmin(z, torch.zeros_like(z)),
+    "atan2": lambda z: torch.atan2(z, torch.full_like(z, 2.0)),   # seed 182441
 }
 
 
