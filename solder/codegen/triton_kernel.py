@@ -502,7 +502,9 @@ class KernelGen:
             masked = em._tmp(self._masked(em, p, v))
             idx = None
             if p.reduction_type in ("argmax", "argmin"):
-                idx = em._tmp("rindex + xindex * 0")
+                # int64, as the Value (the interpreter's arange is int32: an int64 identity
+                # next to it overflowed, seed 187929)
+                idx = em._tmp("(rindex + xindex * 0).to(tl.int64)")
             self._finalize(em, p, masked, idx)
         for p in stage:
             if p.reduction_type is None:

@@ -199,3 +199,17 @@ def test_a_deep_residual_stream_is_stored_not_recomputed_from_every_layer():
     reads = [len(re.search(r"# pointers: (.*)", k.source).group(1).split(", "))
              for k in report.graphs[0].kernels]
     assert max(reads) <= 7, reads
+
+
+def test_an_arg_reduction_index_is_int64_inside_the_kernel():
+    # an argmax fused into a layer norm's kernel, squared, then a min over it: the index was
+    # int32 in the kernel (the arange's type), and the int64 min's identity overflowed it
+    # (seed 187929)
+    def fn(a0, a1):
+        v0 = a1.max(0).indices
+        v2 = torch.nn.functional.layer_norm(a0, (2,), a1.to(a0.dtype), a0, eps=1e-5)
+        v3 = torch.scatter(v0.expand(2), 0, torch.tensor([1]), v0.expand(1))
+        return v2, torch.aminmax(torch.square(v3))[0]
+    a0, a1 = torch.tensor([0.5, -1.25]), torch.tensor([3, 7])
+    for got, want in zip(torch.compile(fn, backend="solder")(a0, a1), fn(a0, a1)):
+        torch.testing.assert_close(got, want)
