@@ -200,14 +200,16 @@ def verdict(eager, comp, ref=None, fixed=None, floor=None, jittered=None, other=
     fixed: eager with as_strided_scatter's gradient right (None when the program has none);
     floor: the program's lowest floating precision (its PRECISION); jittered: eager on
     inputs perturbed by a few units of that precision; other: eager on the other device;
-    noisy: eager with its intermediate roundings perturbed (execute.RoundingNoise)."""
+    noisy: eager with its intermediate roundings perturbed (execute.RoundingNoise), one run or
+    a list of runs."""
     if [o.label for o in eager] != [o.label for o in comp]:
         return [("values", "structure", f"eager gave {[o.label for o in eager]}, compiled "
                  f"{[o.label for o in comp]}")]
     refs = {o.label: o for o in ref} if ref else {}
     fixes = {o.label: o for o in fixed} if fixed else {}
     jits: dict = {}
-    for run in (jittered, noisy):
+    noisy_runs = noisy if noisy and isinstance(noisy[0], list) else [noisy]
+    for run in [jittered] + noisy_runs:
         for o in run or []:
             jits.setdefault(o.label, []).append(o)
     others = {o.label: o for o in other} if other else {}

@@ -199,7 +199,8 @@ def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False, jit
     the gradient's loss); jitter: inputs perturbed by this relative amount (eager's own
     sensitivity, for the comparison); backward=False: with grad, inputs that require
     gradients but no backward (what the forward alone gives); noise: every rounding result
-    of eager's ops moved by up to a unit of its dtype's rounding (``RoundingNoise``)."""
+    of eager's ops moved by up to a unit of its dtype's rounding (``RoundingNoise``; 1, 2, ...:
+    the generator's seed)."""
     # the reference run computes in float64 throughout: floats its inputs widened, and the
     # floats that integers promote to (``a / b`` of int64 inputs) float64 too, not float32
     saved_dtype = torch.get_default_dtype()
@@ -207,7 +208,7 @@ def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False, jit
         torch.set_default_dtype(torch.float64)
     try:
         if noise:
-            with RoundingNoise():
+            with RoundingNoise(20261206 + int(noise)):
                 return _run(fn, make_inputs, laws, rng_seed, backend, up, grad, jitter, backward)
         return _run(fn, make_inputs, laws, rng_seed, backend, up, grad, jitter, backward)
     finally:
@@ -234,9 +235,9 @@ class RoundingNoise(torch.utils._python_dispatch.TorchDispatchMode):
     move. A normalization of a nearly constant row (a hypot of a large sum) amplifies rounding
     by a thousand; perturbing the inputs leaves such a row as it was (seed 171111)."""
 
-    def __init__(self):
+    def __init__(self, seed=20261206):
         super().__init__()
-        self.g = torch.Generator().manual_seed(20261206)
+        self.g = torch.Generator().manual_seed(seed)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
