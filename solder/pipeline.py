@@ -103,12 +103,7 @@ def _compile_graph(gm: fx.GraphModule, kind: str, ctx: CompileContext, child) ->
     from .runtime.compiled import CompiledGraph
     generated = generate_code(gm, kind, config, name, report)
     graph, steps, kernels, wrapper, module_src = generated[:5]
-    if dump:
-        _write(dump, "ir.txt", _format_ir(graph))
-        _write(dump, "schedule.txt", _format_schedule(steps))
-        _write(dump, "kernels.py", module_src)
-        _write(dump, "wrapper.py", wrapper.source)
-    _log_artifacts(name, report, steps, module_src, wrapper.source)
+    _show_stages(dump, name, report, generated, "kernels.py")
     report.timings = {**captured, **generated[5]}
     t3 = time.perf_counter()
     compiled = CompiledGraph(name, wrapper, module_src, kernels, config,
@@ -143,6 +138,17 @@ def _log_after_first_call(compiled, report, config) -> None:
     if config.log_compile or logs.compile_log.isEnabledFor(logging.INFO):
         compiled.after_first_call.append(lambda: logs.info(
             logs.compile_log, compile_log_line(report), always=config.log_compile))
+
+
+def _show_stages(dump, name, report, generated, kernels_file: str) -> None:
+    """A generated graph's stages under the debug folder (where asked) and in the logs."""
+    graph, steps, _, wrapper, module_src = generated[:5]
+    if dump:
+        _write(dump, "ir.txt", _format_ir(graph))
+        _write(dump, "schedule.txt", _format_schedule(steps))
+        _write(dump, kernels_file, module_src)
+        _write(dump, "wrapper.py", wrapper.source)
+    _log_artifacts(name, report, steps, module_src, wrapper.source)
 
 
 def _log_artifacts(name, report, steps, module_src, wrapper_src) -> None:
@@ -328,13 +334,8 @@ def _compile_native(gm, kind: str, config: Config, name: str, report: GraphRepor
     from .runtime.native import NativeCompileError
     try:
         generated = generate_code(gm, kind, config, name, report, native=True)
-        graph, steps, kernels, wrapper, module_src = generated[:5]
-        if dump:
-            _write(dump, "ir.txt", _format_ir(graph))
-            _write(dump, "schedule.txt", _format_schedule(steps))
-            _write(dump, "kernels.cpp", module_src)
-            _write(dump, "wrapper.py", wrapper.source)
-        _log_artifacts(name, report, steps, module_src, wrapper.source)
+        kernels, wrapper, module_src = generated[2:5]
+        _show_stages(dump, name, report, generated, "kernels.cpp")
         report.timings = {**generated[5], "cache": "off (native CPU code)"}
         t0 = time.perf_counter()
         compiled = CompiledGraph(name, wrapper, module_src, kernels, config, None,

@@ -347,12 +347,25 @@ def test_true_division_and_reciprocal_keep_the_sign_of_zero(dtype):
         _same_bits(out, ref)
 
 
-def test_the_division_helper_keeps_signed_zeros_and_infinities():
-    # the prelude's helper itself, as the GPU runs it (here in Triton's interpreter, whose
-    # div_rn is numpy's division): the codegen calls it only on a GPU
+def _kernel_module(src: str, name: str):
+    """A module of Triton kernels written here (Triton's interpreter reads their source from
+    a file)."""
     import importlib.util
     import os
     import tempfile
+    path = os.path.join(tempfile.mkdtemp(), f"{name}.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_division_helper_keeps_signed_zeros_and_infinities():
+    # the prelude's helper itself, as the GPU runs it (here in Triton's interpreter, whose
+    # div_rn is numpy's division): the codegen calls it only on a GPU
+    import os
 
     import triton  # noqa: F401
     from solder.codegen.scalar_ops import PRELUDE
@@ -362,12 +375,7 @@ def test_the_division_helper_keeps_signed_zeros_and_infinities():
         "\n@triton.jit\ndef k(a, b, o, n: tl.constexpr):\n"
         "    i = tl.arange(0, n)\n"
         "    tl.store(o + i, _div_rn(tl.load(a + i), tl.load(b + i)))\n")
-    path = os.path.join(tempfile.mkdtemp(), "div_helper.py")
-    with open(path, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location("div_helper", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _kernel_module(src, "div_helper")
     a = torch.tensor([-0.0, 0.0, 1.0, -1.0, 3.0, -0.0, 0.0, 2.5], device="cpu")
     b = torch.tensor([3.0, -3.0, -0.0, -0.0, 0.0, -2.0, 0.0, -0.5], device="cpu")
     out = torch.empty_like(a)
@@ -424,9 +432,7 @@ def test_the_gpu_form_of_max_and_min_orders_zeros_as_cuda_does(op, monkeypatch):
     # the expression a GPU kernel gets (emitted as if not interpreting), run here in the
     # interpreter: ATen's CUDA kernels call fmaxf/fminf, for which -0.0 < +0.0 whatever the
     # order, and NaN propagates (maximum) or yields to a number (fmax)
-    import importlib.util
     import os
-    import tempfile
 
     import triton  # noqa: F401
     from solder.codegen import scalar_ops
@@ -438,12 +444,7 @@ def test_the_gpu_form_of_max_and_min_orders_zeros_as_cuda_does(op, monkeypatch):
            "@triton.jit\ndef k(a, b, o, n: tl.constexpr):\n"
            "    i = tl.arange(0, n)\n    x = tl.load(a + i)\n    y = tl.load(b + i)\n"
            f"    tl.store(o + i, {expr})\n")
-    path = os.path.join(tempfile.mkdtemp(), "minmax_gpu_form.py")
-    with open(path, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location("minmax_gpu_form", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _kernel_module(src, "minmax_gpu_form")
     nan = float("nan")
     a = torch.tensor([-0.0, 0.0, -0.0, 0.0, 1.0, -2.0, nan, 3.0, nan], device="cpu")
     b = torch.tensor([0.0, -0.0, -0.0, 0.0, 1.0, 5.0, 1.0, nan, nan], device="cpu")

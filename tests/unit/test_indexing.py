@@ -58,7 +58,7 @@ def test_kernel_printer_handles_pytorch_symbolic_size_functions():
     # sizes of symbolic shapes arrive with PyTorch's own sympy functions (seen: Mod(s50, 8) in a
     # GPT-2 attention graph on CUDA)
     import torch.utils._sympy.functions as F
-    from solder.codegen.triton_kernel import Printer
+    from solder.codegen.index_printer import Printer
     s = sympy.Symbol("s50", integer=True, positive=True)
     p = Printer({s: "ks0"})
     assert p(F.Mod(s, 8)) == "(ks0 % 8)"

@@ -18,14 +18,13 @@ import sympy
 import torch
 
 from ...ir import expr as E
-from ...ir.indexing import FloorDiv, ModIndex
 from ...schedule.fusion import Kernel
 from ...schedule.prepare import RINDEX, XINDEX
 from ..generated import KernelSource
+from ..index_printer import Printer
 from ..stages import member_stages
 from . import scalar_ops
 
-import torch.utils._sympy.functions as _torch_sympy  # noqa: E402
 
 C_TYPE = {
     torch.float32: "float", torch.float64: "double", torch.int8: "int8_t",
@@ -51,55 +50,19 @@ class Unsupported(Exception):
     """A kernel this target cannot write (the pipeline then compiles the graph otherwise)."""
 
 
-class CppPrinter:
-    """Index expressions as C++ (int64_t arithmetic; divisions have non-negative operands)."""
+class CppPrinter(Printer):
+    """Index expressions as C++: int64_t arithmetic, ``/`` on non-negative operands."""
+    DIV = "/"
+    MAX, MIN = "std::max<int64_t>", "std::min<int64_t>"
 
-    def __init__(self, names: dict):
-        self.names = names
-        self.printed: dict = {}
-
-    def __call__(self, e) -> str:
-        e = sympy.sympify(e)
-        text = self.printed.get(e)
-        if text is None:
-            text = self.printed[e] = self._print(e)
-        return text
+    def integer(self, n: int) -> str:
+        return f"int64_t({n})"
 
     def _print(self, e) -> str:
-        if e.is_Integer:
-            return f"int64_t({int(e)})"
-        if e.is_Symbol:
-            return self.names.get(e, str(e))
-        if isinstance(e, (FloorDiv, _torch_sympy.FloorDiv, _torch_sympy.CleanDiv)):
-            return f"({self(e.args[0])} / {self(e.args[1])})"
-        if isinstance(e, ModIndex):
-            return f"({self(e.args[0])} % {self(e.args[1])})"
-        if isinstance(e, (sympy.Mod, _torch_sympy.Mod, _torch_sympy.PythonMod)):
-            a, b = self(e.args[0]), self(e.args[1])
-            if e.args[0].is_nonnegative and e.args[1].is_positive:
-                return f"({a} % {b})"
-            return f"((({a} % {b}) + {b}) % {b})"
-        if isinstance(e, (sympy.Max, sympy.Min, _torch_sympy.Max, _torch_sympy.Min)):
-            fn = "std::max" if isinstance(e, (sympy.Max, _torch_sympy.Max)) else "std::min"
-            args = sorted(e.args, key=str)
-            out = self(args[0])
-            for a in args[1:]:
-                out = f"{fn}<int64_t>({out}, {self(a)})"
-            return out
-        if isinstance(e, _torch_sympy.PowByNatural) and e.args[1].is_Integer:
-            return "(" + " * ".join([self(e.args[0])] * int(e.args[1])) + ")"
-        if isinstance(e, sympy.floor) and e.args[0].is_Mul:
-            num, den = e.args[0].as_numer_denom()
-            if den.is_positive and num.is_nonnegative:
-                return f"({self(num)} / {self(den)})"
-        if e.is_Add:
-            terms = sorted(e.args, key=lambda t: (t.is_Integer, str(t)))
-            return "(" + " + ".join(self(t) for t in terms) + ")"
-        if e.is_Mul:
-            return "(" + " * ".join(self(a) for a in e.args) + ")"
-        if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
-            return "(" + " * ".join([self(e.base)] * int(e.exp)) + ")"
-        raise Unsupported(f"index expression {e}")
+        try:
+            return super()._print(e)
+        except NotImplementedError as err:
+            raise Unsupported(str(err)) from err
 
 
 class Emitter:

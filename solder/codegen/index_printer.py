@@ -1,0 +1,87 @@
+"""Index expressions (sympy) as code, for every target: the Triton printer here, the C++ one a
+subclass that changes only how it writes an integer, a floor division and max/min."""
+from __future__ import annotations
+
+import sympy
+# sizes of symbolic shapes arrive with PyTorch's own sympy functions (Mod, FloorDiv, ...)
+import torch.utils._sympy.functions as _torch_sympy
+
+from ..ir.indexing import FloorDiv, Memo, ModIndex
+
+_SORT_KEYS = Memo()   # sympy's str of an index term: the order terms print in, by term
+
+
+def _sort_key(term) -> str:
+    # str() of a sympy expression is slow, and a model's layers print the same terms again
+    return _SORT_KEYS.get(term, lambda: str(term))
+
+
+class Printer:
+    """Triton's (and Python's) spelling; index arithmetic keeps its divisions' operands
+    non-negative, so a truncating division is a floor division."""
+    DIV = "//"
+    MAX, MIN = "tl.maximum", "tl.minimum"
+
+    def __init__(self, names: dict):
+        self.names = names   # symbol -> name in the generated code
+        self.printed: dict = {}   # expression -> its text, within one kernel
+
+    def __call__(self, e) -> str:
+        e = sympy.sympify(e)
+        text = self.printed.get(e)
+        if text is None:
+            text = self.printed[e] = self._print(e)
+        return text
+
+    def integer(self, n: int) -> str:
+        return str(n)
+
+    def _print(self, e) -> str:
+        if e.is_Integer:
+            return self.integer(int(e))
+        if e.is_Symbol:
+            return self.names.get(e, str(e))
+        if isinstance(e, FloorDiv):
+            return f"({self(e.args[0])} {self.DIV} {self(e.args[1])})"
+        if isinstance(e, ModIndex):
+            return f"({self(e.args[0])} % {self(e.args[1])})"
+        if isinstance(e, (sympy.Mod, _torch_sympy.Mod, _torch_sympy.PythonMod)):
+            # sympy's Mod (in sizes of symbolic shapes, e.g. padded head dims) takes the divisor's
+            # sign; the generated % truncates, so a possibly negative dividend needs the long form
+            a, b = self(e.args[0]), self(e.args[1])
+            if e.args[0].is_nonnegative and e.args[1].is_positive:
+                return f"({a} % {b})"
+            return f"((({a} % {b}) + {b}) % {b})"
+        if isinstance(e, (_torch_sympy.FloorDiv, _torch_sympy.CleanDiv)):
+            # PyTorch's symbolic-shape division (in sizes): floor, so non-negative operands only
+            if e.args[0].is_nonnegative and e.args[1].is_positive:
+                return f"({self(e.args[0])} {self.DIV} {self(e.args[1])})"
+        if isinstance(e, (sympy.Max, sympy.Min, _torch_sympy.Max, _torch_sympy.Min)):
+            # e.g. Max(1, s - Mod(s, 8) + 8): GPT-2 with a symbolic sequence length, torch 2.11
+            fn = self.MAX if isinstance(e, (sympy.Max, _torch_sympy.Max)) else self.MIN
+            args = sorted(e.args, key=_sort_key)
+            out = self(args[0])
+            for a in args[1:]:
+                out = f"{fn}({out}, {self(a)})"
+            return out
+        if isinstance(e, _torch_sympy.PowByNatural) and e.args[1].is_Integer:
+            return "(" + " * ".join([self(e.args[0])] * int(e.args[1])) + ")"
+        if isinstance(e, sympy.floor) and e.args[0].is_Mul:
+            num, den = e.args[0].as_numer_denom()
+            if den.is_positive and num.is_nonnegative:
+                return f"({self(num)} {self.DIV} {self(den)})"
+        if e.is_Add:
+            terms = sorted(e.args, key=lambda t: (t.is_Integer, _sort_key(t)))
+            out = self(terms[0])
+            for t in terms[1:]:
+                c, rest = t.as_coeff_Mul()
+                if c.is_negative:
+                    out += f" - {self(-t)}"
+                else:
+                    out += f" + {self(t)}"
+            return f"({out})"
+        if e.is_Mul:
+            return "(" + " * ".join(self(a) for a in e.args) + ")"
+        if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
+            return "(" + " * ".join([self(e.base)] * int(e.exp)) + ")"
+        raise NotImplementedError(f"index expression {e}")
