@@ -20,6 +20,7 @@ from ..ir import expr as E
 from ..schedule.fusion import Kernel
 from ..schedule.prepare import RINDEX, XINDEX
 from . import scalar_ops
+from .emitter import ScopedEmitter
 from .generated import KernelSource  # noqa: F401  (what generate returns)
 from .index_printer import Printer
 from .launch_configs import exact_cover
@@ -39,38 +40,14 @@ def reg_dtype(dt: torch.dtype) -> torch.dtype:
     return torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
 
 
-class Emitter:
-    """Emits values as numbered temporaries, each common subexpression once."""
+class Emitter(ScopedEmitter):
+    """Triton's values, as numbered temporaries."""
 
     def __init__(self, gen: "KernelGen", indent: str, parent: "Emitter | None" = None):
-        self.gen = gen
-        self.indent = indent
-        self.parent = parent
-        self.cache: dict = {}
-        self.lines: list[str] = []
+        super().__init__(gen, indent, parent)
         self.mask = "xmask"
         self.reloading = False  # loads of rows read for a second time: let them leave L2
         self.keeping = False    # first loads of rows that will be read again: keep them in L2
-
-    def lookup(self, v):
-        e = self
-        while e is not None:
-            if v in e.cache:
-                return e.cache[v]
-            e = e.parent
-        return None
-
-    def line(self, text):
-        self.lines.append(self.indent + text)
-
-    def value(self, v: E.Value) -> str:
-        got = self.lookup(v)
-        if got is not None:
-            return got
-        for c in E.walk(v):
-            if self.lookup(c) is None:
-                self.cache[c] = self._emit(c)
-        return self.cache[v]
 
     def _tmp(self, expr: str) -> str:
         name = self.gen.new_tmp()

@@ -20,6 +20,7 @@ import torch
 from ...ir import expr as E
 from ...schedule.fusion import Kernel
 from ...schedule.prepare import RINDEX, XINDEX
+from ..emitter import ScopedEmitter
 from ..generated import KernelSource
 from ..index_printer import Printer
 from ..stages import member_stages
@@ -65,33 +66,8 @@ class CppPrinter(Printer):
             raise Unsupported(str(err)) from err
 
 
-class Emitter:
-    """Values as numbered C++ temporaries in one scope, each common subexpression once."""
-
-    def __init__(self, gen: "CppKernelGen", indent: str, parent: "Emitter | None" = None):
-        self.gen, self.indent, self.parent = gen, indent, parent
-        self.cache: dict = {}
-        self.lines: list[str] = []
-
-    def lookup(self, v):
-        e = self
-        while e is not None:
-            if v in e.cache:
-                return e.cache[v]
-            e = e.parent
-        return None
-
-    def line(self, text: str) -> None:
-        self.lines.append(self.indent + text)
-
-    def value(self, v: E.Value) -> str:
-        got = self.lookup(v)
-        if got is not None:
-            return got
-        for c in E.walk(v):
-            if self.lookup(c) is None:
-                self.cache[c] = self._emit(c)
-        return self.cache[v]
+class Emitter(ScopedEmitter):
+    """C++ values, as numbered temporaries of their registers' types."""
 
     def tmp(self, dtype: torch.dtype, expr: str) -> str:
         name = self.gen.new_tmp()

@@ -1,0 +1,38 @@
+"""What both targets' kernel writers share: values emitted as numbered temporaries in nested
+scopes (a loop body sees what its enclosing scope computed), each common subexpression once.
+A target's subclass says how one value is written (``_emit``)."""
+from __future__ import annotations
+
+from ..ir import expr as E
+
+
+class ScopedEmitter:
+    def __init__(self, gen, indent: str, parent: "ScopedEmitter | None" = None):
+        self.gen = gen
+        self.indent = indent
+        self.parent = parent
+        self.cache: dict = {}
+        self.lines: list[str] = []
+
+    def lookup(self, v):
+        e = self
+        while e is not None:
+            if v in e.cache:
+                return e.cache[v]
+            e = e.parent
+        return None
+
+    def line(self, text: str) -> None:
+        self.lines.append(self.indent + text)
+
+    def value(self, v: E.Value) -> str:
+        got = self.lookup(v)
+        if got is not None:
+            return got
+        for c in E.walk(v):
+            if self.lookup(c) is None:
+                self.cache[c] = self._emit(c)
+        return self.cache[v]
+
+    def _emit(self, v: E.Value) -> str:
+        raise NotImplementedError
