@@ -315,12 +315,28 @@ class WrapperGen:
             # R, not as_strided: an output is never an autograd view of a buffer the graph
             # made (one made inside AOTAutograd's autograd.Function may not be written in
             # place later, where eager's result, a fresh tensor, may); outputs that really
-            # alias an input or each other AOTAutograd regenerates itself
-            return (f"R({o.buffer}, {self._tuple(lay.size)}, {self._tuple(lay.stride)}, "
-                    f"{self.p(lay.offset)})")
+            # alias an input or each other AOTAutograd regenerates itself, except in an
+            # inference graph, which returns a view of another output as it is: there it is a
+            # real view (its ._base that output, as eager's; a later graph that writes into
+            # one of them takes the two for a base and its view)
+            geometry = f"{self._tuple(lay.size)}, {self._tuple(lay.stride)}, {self.p(lay.offset)}"
+            if self.graph.kind == "inference" and o.buffer in self._whole_outputs():
+                return f"{o.buffer}.as_strided({geometry})"
+            return f"R({o.buffer}, {geometry})"
         if isinstance(o, sympy.Basic):
             return self.p(o)
         return self._arg(o)
+
+    def _whole_outputs(self) -> set:
+        """Buffers returned as they are (not as a view of them)."""
+        whole = set()
+        for o in self.graph.outputs:
+            if isinstance(o, Stored):
+                lay, blay = o.layout, self.graph.by_name[o.buffer].layout
+                if (tuple(lay.size), tuple(lay.stride), lay.offset) == \
+                        (tuple(blay.size), tuple(blay.stride), blay.offset):
+                    whole.add(o.buffer)
+        return whole
 
     def _output_buffers(self) -> set:
         out = set()

@@ -296,17 +296,25 @@ def attach_meta_strides(observed, fn, make_inputs, rng_seed):
     return (batch_norm of a permuted input, a sum of a contiguous and a permuted tensor), and a
     compiled output with the predicted strides is not wrong. Left unset where fn cannot run on
     fake tensors (data-dependent shapes)."""
+    from torch._dispatch.python import enable_python_dispatcher
     from torch._subclasses.fake_tensor import FakeTensorMode
-    try:
-        ins, _, _ = make_inputs(False, False)
-        with FakeTensorMode() as mode:
-            fakes = [mode.from_tensor(t) for t in ins]
-            torch.manual_seed(rng_seed)
-            outs = tuple(fn(*fakes))
-        strides = [tuple(t.stride()) if isinstance(t, torch.Tensor) else None for t in outs]
-    except Exception:  # noqa: BLE001 - then eager's strides are the only ones accepted
-        return
-    _attach(observed, strides)
+    # twice: with the C++ meta kernels, and with the Python dispatcher on, as Dynamo traces;
+    # there some ops take their Python reference's strides (``logical_xor`` of a permuted and
+    # a broadcast input: (1, 1, 2) where the C++ kernel gives (4, 2, 1))
+    for dispatcher in (contextlib.nullcontext, enable_python_dispatcher):
+        try:
+            ins, _, _ = make_inputs(False, False)
+            mode = FakeTensorMode()
+            mode.cache_enabled = False      # its cache does not key on the dispatcher
+            with dispatcher(), mode:
+                fakes = [mode.from_tensor(t) for t in ins]
+                torch.manual_seed(rng_seed)
+                outs = tuple(fn(*fakes))
+            strides = [tuple(t.stride()) if isinstance(t, torch.Tensor) else None
+                       for t in outs]
+        except Exception:  # noqa: BLE001 - then eager's strides are the only ones accepted
+            continue
+        _attach(observed, strides)
 
 
 def attach_decomposed_strides(observed, fn, make_inputs, rng_seed):

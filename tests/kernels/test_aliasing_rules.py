@@ -224,3 +224,30 @@ def test_an_output_of_a_new_buffer_may_be_written_in_place_by_a_later_graph(make
     grad, = torch.autograd.grad(out.sum(), x)
     want, = torch.autograd.grad(ref.sum(), x)
     torch.testing.assert_close(grad, want)
+
+
+def test_an_output_viewing_another_output_is_its_view_and_a_later_graph_may_write_it():
+    # seed 185121: graph one returns v2 and v3 = v2.view(-1) (inference: AOTAutograd passes
+    # such outputs through as they are); graph two takes v2 and a select of v3 and writes v2.
+    # As a storage-sharing tensor without ._base, v3's select made AOTAutograd refuse graph two
+    # ("mixed autograd ._base states"); as eager's view of v2 it is one base and its view
+    def fn(a0, a1, a2):
+        v2 = torch.sign(a0)
+        v3 = v2.view(-1)
+        v6 = v3[a1.remainder(1)]    # a 0-d index tensor: Dynamo breaks the graph here
+        v2[...] = 5
+        return v2 + 0, torch.logical_or(v6, a2)
+
+    def inputs():
+        return torch.tensor(3), torch.tensor(2), torch.tensor(0)
+
+    out = torch.compile(fn, backend="solder")(*inputs())
+    ref = fn(*inputs())
+    for o, r in zip(out, ref):
+        assert torch.equal(o, r)
+
+    def views(x):
+        v = x.sin()
+        return v.view(-1), v
+    flat, whole = torch.compile(views, backend="solder")(torch.randn(2, 3))
+    assert flat._base is whole
