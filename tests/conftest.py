@@ -19,6 +19,9 @@ if not _HAS_CUDA:
 else:
     # the same tests run on the GPU: tensors they create land there
     torch.set_default_device("cuda")
+# the "solder" backend is registered on import (an installed checkout also registers it through
+# its entry point; one run from PYTHONPATH does not)
+import solder  # noqa: E402,F401
 
 
 def pytest_addoption(parser):

@@ -219,8 +219,9 @@ class Replayer:
         wait_all()
         torch.cuda.synchronize(device)
         graph = torch.cuda.CUDAGraph()
-        with _generators_kept_on_failure():
-            with torch.cuda.graph(graph, pool=_pool(device), capture_error_mode="thread_local"):
+        pool = _pool(device)
+        with _capture_undone_on_failure(device, pool):
+            with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
                 outputs = self.compiled(list(graph_args))
         rec.graph, rec.outputs = graph, list(outputs)
         STATS["recordings"] += 1
@@ -246,13 +247,15 @@ class Replayer:
 
 
 @contextlib.contextmanager
-def _generators_kept_on_failure():
-    """A capture that fails leaves torch's CUDA generators in capture mode (``capture_end``
-    raises before it ends their capture), and every later random op of the process raises
-    "Offset increment outside graph capture": on failure each default generator gets back a
-    copy of its state from before the capture (same seed and offset, not capturing). The
-    failed ``capture_end`` also skips ``torch.cuda.graph``'s return to the caller's stream: the
-    process went on on the capture's side stream, where the next captures failed too."""
+def _capture_undone_on_failure(device, pool):
+    """What a failed capture leaves behind, undone. ``capture_end`` raises before it ends the
+    generators' capture, so every later random op of the process raised "Offset increment
+    outside graph capture": each default generator gets back a copy of its state from before
+    the capture (same seed and offset, not capturing). It also skips ``torch.cuda.graph``'s
+    return to the caller's stream (the process went on on the capture's side stream, where the
+    next captures failed too), and the caching allocator's routing of new blocks into the
+    pool: the next capture into it raised "beginAllocateToPool: already recording to
+    mempool_id"."""
     gens = [torch.cuda.default_generators[i] for i in range(torch.cuda.device_count())]
     saved = [g.clone_state() for g in gens]
     stream = torch.cuda.current_stream() if gens else None
@@ -263,6 +266,11 @@ def _generators_kept_on_failure():
             g.graphsafe_set_state(state)
         if stream is not None:
             torch.cuda.set_stream(stream)
+        try:
+            torch._C._cuda_endAllocateToPool(
+                torch.cuda.current_device() if device.index is None else device.index, pool)
+        except RuntimeError:    # (the capture failed before it began routing)
+            pass
         raise
 
 

@@ -199,6 +199,10 @@ def test_a_recording_that_fails_declines_with_its_reason(fake_cuda, monkeypatch)
     streams = ["caller's"]   # and the capture left the process on its side stream
     monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: streams[-1])
     monkeypatch.setattr(torch.cuda, "set_stream", streams.append)
+    routed = []     # the allocator's routing of new blocks into the pool, left on by it too
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch._C, "_cuda_endAllocateToPool",
+                        lambda device, pool: routed.append((device, pool)), raising=False)
 
     class SyncsInCapture:
         calls = 0
@@ -219,6 +223,7 @@ def test_a_recording_that_fails_declines_with_its_reason(fake_cuda, monkeypatch)
     assert said and "stream is capturing" in said[0] and "recording failed" in r.declined
     assert gen.state == "copy of before"   # random ops after it still work
     assert streams[-1] == "caller's"
+    assert routed == [(0, None)]        # (the fake pool's id is None)
     assert "g: recording failed" in cg.STATS["declines"][-1]
 
 
