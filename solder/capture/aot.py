@@ -24,6 +24,7 @@ from .attention_backends import restricted as attention_backends_restricted
 from .attention_masks import simplify_attention_masks
 from .aot_logs import unprinted_unless_logged
 from .before_autograd import rewrite_before_autograd
+from .saved_values import keep_eagers_saved_values, save_mutated_inputs_by_value
 
 
 @contextlib.contextmanager
@@ -71,11 +72,12 @@ def _partition(ctx: CompileContext, joint, joint_inputs, **kwargs):
     # Solder's own CSE, then the partitioner's turned off: it would import TorchInductor's
     # pattern matcher at the process's first training compile (capture/cse.py)
     eliminate_common_subexpressions(joint.graph)
+    keep_eagers_saved_values(joint, kwargs.get("num_fwd_outputs"))
     joint.recompile()
     with torch._functorch.config.patch(cse=False):
         fw, bw = min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor",
                                                      **kwargs)
-    _save_mutated_primals_by_value(fw, kwargs.get("num_fwd_outputs"))
+    save_mutated_inputs_by_value(fw, kwargs.get("num_fwd_outputs"))
     # AOTAutograd also partitions the bodies of higher-order ops with this function, before
     # the graph that holds them: the last partition's backward is the one compiled next
     if ctx.backward_child is not None:
@@ -84,52 +86,6 @@ def _partition(ctx: CompileContext, joint, joint_inputs, **kwargs):
     if _backward_in_child(ctx.config, bw):
         ctx.backward_child = ForkedWork.start(lambda: _child_compile(bw, ctx.config))
     return fw, bw
-
-
-def _save_mutated_primals_by_value(fw, num_fwd_outputs) -> None:
-    """A forward that saves for the backward an input the program writes in place saves a
-    copy of it instead. The partitioner may save such an input as it is (the backward needs its
-    value before the write); AOTAutograd then applies the write to that same tensor after the
-    forward, and autograd refuses the backward ("modified by an inplace operation"), where
-    eager saved what it needed before the write."""
-    mutated = _mutated_input_positions()
-    if not mutated or num_fwd_outputs is None:
-        return
-    placeholders = [n for n in fw.graph.nodes if n.op == "placeholder"]
-    out = fw.graph.output_node()
-    results = list(out.args[0])
-    changed = False
-    for k in range(num_fwd_outputs, len(results)):
-        node = results[k]
-        if not (isinstance(node, torch.fx.Node) and node.op == "placeholder"
-                and node.name.startswith("primals_")):
-            continue
-        position = placeholders.index(node)
-        if position not in mutated:
-            continue
-        with fw.graph.inserting_after(placeholders[-1]):
-            copy = fw.graph.call_function(torch.ops.aten.clone.default, (node,))
-        copy.meta.update(node.meta)
-        results[k] = copy
-        changed = True
-    if changed:
-        out.args = (tuple(results),) + tuple(out.args[1:])
-        fw.recompile()
-
-
-def _mutated_input_positions() -> set:
-    """Positions of the graph inputs the program writes in place, from AOTAutograd's metadata
-    for the graph being partitioned (read from the caller's frame: the partitioner is not
-    handed it); empty where it cannot be found."""
-    import sys
-    frame = sys._getframe(1)
-    while frame is not None:
-        meta = frame.f_locals.get("fw_metadata")
-        info = getattr(meta, "input_info", None)
-        if info is not None:
-            return {i for i, x in enumerate(info) if getattr(x, "mutates_data", False)}
-        frame = frame.f_back
-    return set()
 
 
 def _backward_in_child(config, bw) -> bool:

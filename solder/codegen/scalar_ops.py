@@ -437,15 +437,24 @@ def _ipow(x, y):
 
 @triton.jit
 def _pow(x, y):
-    # real power: negative bases only for integral exponents, like torch
-    ax = tl.abs(x)
-    r = tl.exp(y * tl.log(ax))
-    yi = tl.floor(y)
-    odd = (yi == y) & ((yi - 2.0 * tl.floor(yi * 0.5)) != 0)
-    r = tl.where((x < 0) & odd, -r, r)
-    r = tl.where((x < 0) & (yi != y), float('nan'), r)
-    r = tl.where(y == 0, 1.0, r)
-    return tl.where((x == 0) & (y > 0), 0.0, r)
+    # real power as C's pow, in float64 (one rounding, at the end): negative bases only for
+    # integral exponents (or -inf); x ** +-inf by |x| against 1 ((-1) ** inf is 1); 1 ** y and
+    # x ** 0 are 1 even for NaN; a zero's or an infinity's sign kept for odd exponents (a
+    # product with -1: Triton's -r is 0 - r, +0.0 for r = 0.0)
+    xd = x.to(tl.float64)
+    yd = y.to(tl.float64)
+    ax = tl.abs(xd)
+    r = tl.exp(yd * tl.log(ax))
+    yi = tl.floor(yd)
+    odd = (yi == yd) & ((yi - 2.0 * tl.floor(yi * 0.5)) != 0)
+    negative = (xd < 0) | ((xd == 0) & (1.0 / xd < 0))
+    r = tl.where(negative & odd, r * -1.0, r)
+    r = tl.where((xd < 0) & (ax != float('inf')) & (yi != yd), float('nan'), r)
+    inf_y = tl.abs(yd) == float('inf')
+    r = tl.where(inf_y & (ax == 1), 1.0, r)
+    r = tl.where(inf_y & (ax < 1), tl.where(yd > 0, 0.0, float('inf')), r)
+    r = tl.where(inf_y & (ax > 1), tl.where(yd > 0, float('inf'), 0.0), r)
+    return tl.where((yd == 0) | (xd == 1), 1.0, r).to(x.dtype)
 '''
 
 

@@ -375,3 +375,20 @@ def test_strides_of_dynamos_python_dispatcher_are_accepted():
     if eager[0].strides == traced.stride():
         pytest.skip("this torch's Python reference agrees with its kernel")
     assert verdict(eager, [Observed("output 0", traced)]) == []
+
+
+def test_a_gradient_that_sums_infinities_may_be_nan_or_inf():
+    # fuzz seed 194179: layer_norm's backward of an upstream gradient with one inf: eager's
+    # CPU kernel gives NaN everywhere, PyTorch's decomposition (the CUDA kernel's formula)
+    # -inf and NaN; in a gradient either is accepted where eager and the reference are not
+    # finite, and nowhere else
+    from solder.fuzz.compare import verdict
+    from solder.fuzz.execute import Observed
+    nan, inf = float("nan"), float("inf")
+    eager = [Observed("gradient of a0", torch.tensor([nan, nan, 1.0]))]
+    ref = [Observed("gradient of a0", torch.tensor([nan, inf, 1.0], dtype=torch.float64))]
+    comp = [Observed("gradient of a0", torch.tensor([-inf, nan, 1.0]))]
+    assert verdict(eager, comp, ref) == []
+    assert verdict(eager, [Observed("gradient of a0", torch.tensor([-inf, nan, inf]))], ref)
+    as_output = [Observed("output 0", t.tensor) for t in (eager[0], ref[0], comp[0])]
+    assert verdict(as_output[:1], as_output[2:], as_output[1:2])

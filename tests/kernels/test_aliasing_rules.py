@@ -150,6 +150,37 @@ def test_an_input_written_after_the_forward_read_it_still_has_a_gradient():
         torch.testing.assert_close(grads[1], grads[0])
 
 
+@pytest.mark.parametrize("where", ["later_graph", "eager_code"])
+@pytest.mark.parametrize("forward", [
+    lambda x: torch.nn.functional.group_norm(x, 2),     # eager saves x's contiguous copy
+    lambda x: torch.log_softmax(x.softmax(-1), -1),     # eager saves the two outputs
+    lambda x: (x * 2) @ torch.ones(4, 3, device=x.device),   # eager saves x * 2
+], ids=["group_norm_of_permuted", "softmax_chain", "scaled_matmul"])
+def test_an_input_written_between_forward_and_backward_that_eager_did_not_save(forward, where):
+    # fuzz seeds 190364, 191321: the partitioner saved the input itself and recomputed what
+    # eager saved from it in the backward; a write into the input after the forward (in a
+    # later graph, or in eager code) then made autograd refuse the backward
+    def fn(x):
+        y = forward(x)
+        if where == "later_graph":
+            torch._dynamo.graph_break()
+            x[1:].clamp_(-0.5, 0.5)
+        return y
+
+    leaf = torch.randn(4, 2, requires_grad=True)
+    grads = []
+    for f in (fn, torch.compile(fn, backend="solder")):
+        leaf.grad = None
+        x = leaf.clone().permute(1, 0)
+        y = f(x)
+        if where == "eager_code":
+            x.mul_(3)
+        (y * torch.arange(y.numel(), device=y.device).view(y.shape)).sum().backward()
+        grads.append(leaf.grad.clone())
+        torch._dynamo.reset()
+    torch.testing.assert_close(grads[1], grads[0])
+
+
 def _read_through_a_dtype_view_then_write_it(x):
     bits = x.view(torch.int32)          # a view ATen runs: another name for x's memory
     kept = bits.clamp(-3, 3)

@@ -85,6 +85,21 @@ def test_atan2_signed_zeros_and_infinities(dtype):
     _lowered(torch.atan2, y, x)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_pow_of_special_values_is_cs_pow(dtype):
+    # fuzz seed 195120: (-1) ** -inf is 1 and (-0.04) ** -inf is inf in C and ATen; the
+    # interpreter's formula gave NaN and -inf (and NaN for (-inf) ** 0.5, +0.0 for
+    # (-0.0) ** 3)
+    vals = torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5,
+                         float("inf"), -float("inf"), float("nan")], dtype=dtype, device=DEVICE)
+    x, y = (t.contiguous() for t in torch.meshgrid(vals, vals, indexing="ij"))
+    out = torch.compile(torch.pow, backend="solder")(x, y)
+    ref = torch.pow(x, y)
+    torch.testing.assert_close(out, ref, equal_nan=True)
+    finite_or_inf = ~ref.isnan()
+    assert torch.equal(out.signbit()[finite_or_inf], ref.signbit()[finite_or_inf])
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_hurwitz_zeta_and_its_domain(dtype):
     s = torch.tensor([1.0, 0.5, 2.0, 3.0, 1.5, 4.0, 2.0, 3.0, 2.5, 11.0], dtype=dtype,

@@ -1,0 +1,118 @@
+"""What a training graph's forward saves for its backward, kept to eager's semantics.
+
+The min-cut partitioner saves whatever is cheapest: often a graph input itself, from which the
+backward recomputes the value eager's autograd saved (the contiguous copy under a
+``group_norm`` of a permuted input, ``x * 2`` under a matmul). Saved as it is, that input is
+checked by autograd's version counter: a program that writes it in place after the forward and
+before the backward (later in the graph, in a later graph after a break, or in eager code) gets
+"modified by an inplace operation" where eager, which saved a value of its own, runs. Two rules:
+
+- an input the graph itself writes in place, saved as it is, is saved as a copy
+  (``save_mutated_inputs_by_value``, after the partition);
+- a value computed from an input that is not a parameter or buffer, which eager saves (the
+  backward reads it), is saved, never recomputed from that input (``keep_eagers_saved_values``,
+  before the partition). Parameters and buffers keep the partitioner's choice: they are not
+  written between a forward and its backward by a training loop, and recomputing from them
+  (a low-precision copy of a weight) is where the saving is.
+"""
+from __future__ import annotations
+
+import operator
+import sys
+
+import torch
+from torch.fx import GraphModule, Node
+
+aten = torch.ops.aten
+
+
+def _caller_fw_metadata():
+    """AOTAutograd's metadata for the graph being partitioned (the partitioner is not handed
+    it: read from a caller's frame); None where it cannot be found."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        meta = frame.f_locals.get("fw_metadata")
+        if getattr(meta, "input_info", None) is not None:
+            return meta
+        frame = frame.f_back
+    return None
+
+
+def keep_eagers_saved_values(joint: GraphModule, num_fwd_outputs) -> int:
+    """Mark MUST_SAVE each forward value the backward reads that is computed (not only viewed)
+    from a graph input that is not a parameter or buffer; the number marked. Forward values
+    are those the forward's outputs are computed from; the backward is the rest (what it
+    computes from forward values alone, ``exp`` of a saved ``log_softmax``, included)."""
+    from torch.utils.checkpoint import CheckpointPolicy
+    meta = _caller_fw_metadata()
+    if meta is None or num_fwd_outputs is None:
+        return 0
+    static = set(getattr(meta, "static_input_indices", None) or [])
+    primals = [n for n in joint.graph.nodes if n.op == "placeholder"
+               and n.name.startswith("primals_")]
+    forward: set = set()
+    stack = [a for a in joint.graph.output_node().args[0][:num_fwd_outputs]
+             if isinstance(a, Node)]
+    while stack:
+        n = stack.pop()
+        if n not in forward:
+            forward.add(n)
+            stack.extend(n.all_input_nodes)
+    # "input": an input itself or a view of one; "computed": a value computed from one
+    state = {p: "input" for i, p in enumerate(primals) if i not in static}
+    marked = 0
+    for n in joint.graph.nodes:
+        if n.op != "call_function" or n not in forward:
+            continue
+        kinds = {state.get(a) for a in n.all_input_nodes}
+        if "computed" in kinds or ("input" in kinds and not _is_view(n)):
+            state[n] = "computed"
+        elif "input" in kinds:
+            state[n] = "input"
+        read_by_backward = any(u not in forward and u.op != "output" for u in n.users)
+        if state.get(n) == "computed" and read_by_backward and n.meta.get("recompute") is None:
+            n.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+            marked += 1
+    return marked
+
+
+def _is_view(n: Node) -> bool:
+    target = n.target
+    if target is operator.getitem:
+        return False
+    schema = getattr(target, "_schema", None)
+    return bool(schema and schema.returns and schema.returns[0].alias_info is not None
+                and not schema.returns[0].alias_info.is_write)
+
+
+def save_mutated_inputs_by_value(fw: GraphModule, num_fwd_outputs) -> None:
+    """A forward that saves for the backward an input the program writes in place saves a
+    copy of it instead. The partitioner may save such an input as it is (the backward needs its
+    value before the write); AOTAutograd then applies the write to that same tensor after the
+    forward, and autograd refuses the backward ("modified by an inplace operation"), where
+    eager saved what it needed before the write."""
+    meta = _caller_fw_metadata()
+    if meta is None or num_fwd_outputs is None:
+        return
+    mutated = {i for i, x in enumerate(meta.input_info) if getattr(x, "mutates_data", False)}
+    if not mutated:
+        return
+    placeholders = [n for n in fw.graph.nodes if n.op == "placeholder"]
+    out = fw.graph.output_node()
+    results = list(out.args[0])
+    changed = False
+    for k in range(num_fwd_outputs, len(results)):
+        node = results[k]
+        if not (isinstance(node, Node) and node.op == "placeholder"
+                and node.name.startswith("primals_")):
+            continue
+        if placeholders.index(node) not in mutated:
+            continue
+        with fw.graph.inserting_after(placeholders[-1]):
+            copy = fw.graph.call_function(aten.clone.default, (node,))
+        copy.meta.update(node.meta)
+        results[k] = copy
+        changed = True
+    if changed:
+        out.args = (tuple(results),) + tuple(out.args[1:])
+        fw.recompile()
