@@ -12,6 +12,7 @@ them interleaved, several times, exposes every backend to the same drift, and th
 between rounds says how far to trust a difference."""
 from __future__ import annotations
 
+import functools
 import gc
 import statistics
 from dataclasses import dataclass
@@ -46,7 +47,11 @@ def compile_for(fn: Callable, backend: str, reports: list | None = None) -> Call
     compile finding or evicting another's. For Solder, ``reports`` (a list) receives the
     compile's context, whose graph reports count the kernels it generated."""
     entry = _entry_of_its_own(fn, backend)
-    base, ro = (backend[:-3], True) if backend.endswith("-ro") else (backend, False)
+    base, ro, dynamic = split_backend(backend)
+    if dynamic:   # (Dynamo's automatic dynamic sizes off: every size symbolic from the start)
+        compile_ = functools.partial(torch.compile, dynamic=True)
+    else:
+        compile_ = torch.compile
     if base in ("solder", "solder-native"):
         from solder import config
         from solder.backend import backend_for
@@ -57,10 +62,24 @@ def compile_for(fn: Callable, backend: str, reports: list | None = None) -> Call
         ctx = CompileContext(config.resolve(options))
         if reports is not None:
             reports.append(ctx)
-        return torch.compile(entry, backend=backend_for(options, ctx))
+        return compile_(entry, backend=backend_for(options, ctx))
     if ro:   # torch.compile takes a mode or options, not both
-        return torch.compile(entry, backend=base, mode="reduce-overhead")
-    return torch.compile(entry, backend=backend, options=COLD_OPTIONS.get(backend))
+        return compile_(entry, backend=base, mode="reduce-overhead")
+    return compile_(entry, backend=base, options=COLD_OPTIONS.get(base))
+
+
+def split_backend(backend: str) -> tuple[str, bool, bool]:
+    """(Dynamo backend, reduce-overhead, dynamic sizes) of a bench backend name: a suffix
+    ``-ro`` asks for mode="reduce-overhead" (CUDA graphs), ``-dyn`` for dynamic=True, in either
+    order (``solder-dyn-ro``)."""
+    ro = dynamic = False
+    while True:
+        if backend.endswith("-ro"):
+            backend, ro = backend[:-3], True
+        elif backend.endswith("-dyn"):
+            backend, dynamic = backend[:-4], True
+        else:
+            return backend, ro, dynamic
 
 
 def distinct_kernels(reports: list) -> int:

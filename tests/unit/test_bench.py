@@ -222,3 +222,22 @@ def test_the_decode_case_under_cuda_graphs_backend_matches_eager(tmp_path):
     assert reports[0].config.cuda_graphs
     compile_for(lambda x: x + 1, "solder", reports)
     assert not reports[1].config.cuda_graphs
+
+
+def test_backend_suffixes_ask_for_reduce_overhead_and_dynamic_sizes():
+    from solder.bench.runner import split_backend
+    assert split_backend("solder") == ("solder", False, False)
+    assert split_backend("inductor-ro") == ("inductor", True, False)
+    assert split_backend("solder-dyn") == ("solder", False, True)
+    assert split_backend("solder-dyn-ro") == split_backend("solder-ro-dyn") == ("solder", True, True)
+    assert split_backend("solder-native") == ("solder-native", False, False)
+
+
+def test_a_dyn_backend_compiles_one_graph_for_every_size():
+    from solder.bench.runner import compile_for
+    reports = []
+    f = compile_for(lambda x: (x * 2).sin(), "solder-dyn", reports)
+    for n in (3, 5, 9):
+        x = torch.randn(n)
+        torch.testing.assert_close(f(x), (x * 2).sin())
+    assert sum(len(ctx.graphs) for ctx in reports) == 1
