@@ -29,9 +29,19 @@ class ScopedEmitter:
         got = self.lookup(v)
         if got is not None:
             return got
-        for c in E.walk(v):
-            if self.lookup(c) is None:
-                self.cache[c] = self._emit(c)
+        # children before parents, each once; nothing under a value already emitted (or
+        # given a name by the caller: a row's scratch array) is emitted again
+        stack, done = [(v, False)], set()
+        while stack:
+            x, expanded = stack.pop()
+            if x in done or self.lookup(x) is not None:
+                continue
+            if expanded:
+                self.cache[x] = self._emit(x)
+                done.add(x)
+                continue
+            stack.append((x, True))
+            stack.extend((c, False) for c in reversed(x.children()))
         return self.cache[v]
 
     def _emit(self, v: E.Value) -> str:

@@ -132,6 +132,7 @@ class _Recording:
 
 
 _POOLS: dict = {}   # device -> (the object that keeps the pool alive, the pool's id)
+_ABANDONED: list = []   # (graph, pool) of failed captures, alive for the process (see below)
 # process-wide counts, for tests and the bench: recordings made, replays run
 STATS = {"recordings": 0, "replays": 0, "declines": []}   # declines: the reasons, newest last
 
@@ -220,7 +221,7 @@ class Replayer:
         torch.cuda.synchronize(device)
         graph = torch.cuda.CUDAGraph()
         pool = _pool(device)
-        with _capture_undone_on_failure(device, pool):
+        with _capture_undone_on_failure(device, pool, graph):
             with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
                 outputs = self.compiled(list(graph_args))
         rec.graph, rec.outputs = graph, list(outputs)
@@ -247,7 +248,7 @@ class Replayer:
 
 
 @contextlib.contextmanager
-def _capture_undone_on_failure(device, pool):
+def _capture_undone_on_failure(device, pool, graph):
     """What a failed capture leaves behind, undone. ``capture_end`` raises before it ends the
     generators' capture, so every later random op of the process raised "Offset increment
     outside graph capture": each default generator gets back a copy of its state from before
@@ -269,8 +270,12 @@ def _capture_undone_on_failure(device, pool):
         try:
             torch._C._cuda_endAllocateToPool(
                 torch.cuda.current_device() if device.index is None else device.index, pool)
-        except RuntimeError:    # (the capture failed before it began routing)
-            pass
+        except RuntimeError as e:    # (the capture failed before it began routing)
+            STATS["pool_release"] = f"{type(e).__name__}: {e}"[:200]
+        # and later captures go to a new pool: should the routing still stand (seen on an
+        # H100 with torch 2.11, 2026-12-06, with the call above made), it names this pool, and
+        # its filter, which the failed graph holds, matches no other capture: the graph is kept
+        _ABANDONED.append((graph, _POOLS.pop(device, None)))
         raise
 
 

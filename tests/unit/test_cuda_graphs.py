@@ -224,6 +224,7 @@ def test_a_recording_that_fails_declines_with_its_reason(fake_cuda, monkeypatch)
     assert gen.state == "copy of before"   # random ops after it still work
     assert streams[-1] == "caller's"
     assert routed == [(0, None)]        # (the fake pool's id is None)
+    assert cg._ABANDONED and cg._ABANDONED[-1][1] is None   # a new pool for the next capture
     assert "g: recording failed" in cg.STATS["declines"][-1]
 
 

@@ -170,3 +170,27 @@ def test_models_match_eager_on_the_native_path(monkeypatch, name, train):
     monkeypatch.setattr(native, "build", lambda *a: built.append(1) or build(*a))
     models._check(getattr(models, name), train=train)
     assert built
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_rows_exp_is_computed_once_and_read_back_by_the_later_loop(dtype):
+    # softmax: the sum's loop keeps exp(x - max) in a row scratch array (row_scratch.py) and
+    # the division's loop reads it, in float for a bfloat16 row too (no extra rounding)
+    def fn(x):
+        return torch.softmax(x, -1)
+    x = torch.randn(37, 300, dtype=dtype)
+    out, report = _run(fn, x)
+    _same(out, fn(x))
+    src = report.graphs[0].kernels[0].source
+    assert src.count("std::exp(") == 1 and "float sc0[300];" in src
+
+
+def test_rows_without_a_static_length_or_too_long_recompute():
+    from solder.codegen.cpp import row_scratch
+    def fn(x):
+        return torch.softmax(x, -1)
+    x = torch.randn(2, row_scratch.SCRATCH_MAX + 1)
+    out, report = _run(fn, x)
+    _same(out, fn(x))
+    src = report.graphs[0].kernels[0].source
+    assert " sc0[" not in src and src.count("std::exp(") == 2

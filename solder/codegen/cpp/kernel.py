@@ -24,7 +24,7 @@ from ..emitter import ScopedEmitter
 from ..generated import KernelSource
 from ..index_printer import Printer
 from ..stages import member_stages
-from . import scalar_ops
+from . import row_scratch, scalar_ops
 
 
 C_TYPE = {
@@ -156,6 +156,8 @@ class CppKernelGen:
         self.rref: dict = {}
         self.reduced: dict = {}
         self.serial = False   # an accumulating scatter: one thread
+        self.keep: dict = {}      # stage -> values its loop keeps for later ones (row_scratch)
+        self.scratch: dict = {}   # value -> the scratch array that holds it
         self._tmp = 0
         self.printer = CppPrinter({XINDEX: "xindex", RINDEX: "rindex"})
 
@@ -265,8 +267,10 @@ class CppKernelGen:
             for name, p in k.prepared.items():
                 self._store(top, p)
             return top.lines
-        for stage in member_stages(k):
-            self._stage(top, stage)
+        stages = member_stages(k)
+        self.keep = row_scratch.plan(stages, k.rnumel)
+        for i, stage in enumerate(stages):
+            self._stage(top, stage, i)
         return top.lines
 
     def _store(self, em: Emitter, p) -> None:
@@ -293,7 +297,7 @@ class CppKernelGen:
             stmt = f"if ({em.value(p.store_mask)}) {stmt}"
         em.line(stmt)
 
-    def _stage(self, top: Emitter, stage) -> None:
+    def _stage(self, top: Emitter, stage, index: int = 0) -> None:
         reds, dups = [], []
         for p in stage:
             if p.reduction_type is not None:
@@ -326,8 +330,17 @@ class CppKernelGen:
                 clauses = "".join(f" reduction({SIMD_REDUCTIONS[p.reduction_type]}:"
                                   f"{accs[p.buffer.name][0]})" for p in reds)
                 top.line("#pragma omp simd" + clauses)
+            kept = self.keep.get(index, [])
+            for v in kept:   # row_scratch.py: read back by the later stages
+                self.scratch[v] = f"sc{len(self.scratch)}"
+                top.lines.insert(len(top.lines) - (1 if top.lines[-1].strip().startswith(
+                    "#pragma") else 0), f"{top.indent}{reg_type(v.dtype)} "
+                    f"{self.scratch[v]}[{int(self.kernel.rnumel)}];")
             top.line("for (int64_t rindex = 0; rindex < rnumel; ++rindex) {")
             inner = Emitter(self, top.indent + "    ", parent=top)
+            for v, name in self.scratch.items():
+                if v not in kept:
+                    inner.cache[v] = f"{name}[rindex]"
             for p in reds:
                 v = inner.value(p.value)
                 acc = accs[p.buffer.name]
@@ -352,6 +365,8 @@ class CppKernelGen:
                                f"{{ {acc[0]} = {v}; {acc[2]} = rindex; }}")
             for p in rlevel:
                 self._store(inner, p)
+            for v in kept:
+                inner.line(f"{self.scratch[v]}[rindex] = {inner.value(v)};")
             top.lines += inner.lines
             top.line("}")
         for p in reds:
