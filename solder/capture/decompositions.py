@@ -15,6 +15,7 @@ import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from .grid_sample import grid_sampler_3d, grid_sampler_backward
+from .ranges import linspace
 
 aten = torch.ops.aten
 
@@ -353,7 +354,7 @@ OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.defau
        aten.linalg_vector_norm.default: _vector_norm,
        **{op: _real_only(op, own, theirs) for op, (own, theirs) in _MOMENTS.items()},
        aten.index_fill.int_Scalar: _index_fill, aten.index_fill.int_Tensor: _index_fill,
-       aten.index_reduce.default: _index_reduce,
+       aten.index_reduce.default: _index_reduce, aten.linspace.default: linspace,
        aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool_backward(2),
        aten.adaptive_max_pool3d_backward.default: _adaptive_max_pool_backward(3),
        aten.max_pool2d_with_indices_backward.default: _pool_indices_backward(2),

@@ -107,6 +107,24 @@ def test_arange_and_iota():
           torch.randn(3, 4))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64,
+                                   torch.int64, torch.int32])
+def test_linspace_has_eagers_exact_values(dtype):
+    # fuzz seed 213858: PyTorch's reference computes a bfloat16 linspace in float32 and rounds
+    # once (0.69921875 at linspace(0.5, 1.5, 16)[3]); ATen's kernels round each operation in
+    # the dtype (0.703125), and contract start + step * i into one fused multiply-add for the
+    # other dtypes (an int64 linspace(1000, -1000, 301)[99] is 339, not 340)
+    ranges = [(0.5, 1.5, 16), (-2.0, -0.25, 16), (-2.0, -0.25, 1), (0, 1, 7), (-3, 7, 5),
+              (1000.0, -1000.0, 301), (-7, 8, 300), (0, 10, 0)]
+
+    def fn(x):
+        return [torch.linspace(a, b, n, dtype=dtype, device=x.device) for a, b, n in ranges]
+    x = torch.zeros(1)
+    out = torch.compile(fn, backend="solder")(x)
+    for o, r in zip(out, fn(x)):
+        assert o.dtype == r.dtype and torch.equal(o, r), (o, r)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_integers_cast_to_half_precision(dtype):
     # a count divided in bf16, as cross_entropy's mean does (int64 -> bf16 went to 0 under the
