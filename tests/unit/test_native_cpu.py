@@ -194,3 +194,14 @@ def test_rows_without_a_static_length_or_too_long_recompute():
     _same(out, fn(x))
     src = report.graphs[0].kernels[0].source
     assert " sc0[" not in src and src.count("std::exp(") == 2
+
+
+def test_float_sums_go_by_chunks_of_float_partial_sums_into_a_double():
+    # a row of 3 chunks and a bit: vectorized float sums per chunk, a double across them
+    def fn(x):
+        return x.sum(-1), (x * x).mean(-1), torch.nn.functional.layer_norm(x, (x.shape[-1],))
+    x = torch.randn(3, 3 * 4096 + 17) + 100.0
+    out, report = _run(fn, x)
+    _same(out, fn(x))
+    src = "\n".join(k.source for g in report.graphs for k in g.kernels)
+    assert "r0 += 4096" in src and "double " in src

@@ -37,6 +37,8 @@ C_TYPE = {
 SUPPORTED = frozenset(C_TYPE)
 # elements of work below which the outer loop stays on one thread (thread start-up dominates)
 PARALLEL_MIN_WORK = 1 << 15
+# elements of a row summed in float before the partial sum is added into a double
+SUM_CHUNK = 4096
 
 
 def reg_dtype(dt: torch.dtype) -> torch.dtype:
@@ -324,20 +326,32 @@ class CppKernelGen:
                 top.line(f"int64_t {ai} = 0;")
                 accs[p.buffer.name].append(ai)
         if reds or rlevel:
-            if all(p.reduction_type in SIMD_REDUCTIONS for p in reds) and not self.serial:
-                # no arg-reductions: the row's loop is vectorized, each lane reducing its part
-                # (another order of the same sums; max and min as module.py declares them)
-                clauses = "".join(f" reduction({SIMD_REDUCTIONS[p.reduction_type]}:"
-                                  f"{accs[p.buffer.name][0]})" for p in reds)
-                top.line("#pragma omp simd" + clauses)
             kept = self.keep.get(index, [])
             for v in kept:   # row_scratch.py: read back by the later stages
                 self.scratch[v] = f"sc{len(self.scratch)}"
-                top.lines.insert(len(top.lines) - (1 if top.lines[-1].strip().startswith(
-                    "#pragma") else 0), f"{top.indent}{reg_type(v.dtype)} "
-                    f"{self.scratch[v]}[{int(self.kernel.rnumel)}];")
-            top.line("for (int64_t rindex = 0; rindex < rnumel; ++rindex) {")
-            inner = Emitter(self, top.indent + "    ", parent=top)
+                top.line(f"{reg_type(v.dtype)} {self.scratch[v]}[{int(self.kernel.rnumel)}];")
+            simd = all(p.reduction_type in SIMD_REDUCTIONS for p in reds) and not self.serial
+            # a float32 sum: float partial sums over chunks of the row (vectorized as wide as
+            # float goes), each added into the double accumulator (a cascade, as eager's sums)
+            parts = {p.buffer.name: self.new_tmp() for p in reds
+                     if simd and p.reduction_type == "sum" and accs[p.buffer.name][1] == "double"}
+            loop = top
+            if parts:
+                top.line(f"for (int64_t r0 = 0; r0 < rnumel; r0 += {SUM_CHUNK}) {{")
+                loop = Emitter(self, top.indent + "    ", parent=top)
+                loop.line(f"const int64_t r1 = std::min<int64_t>(r0 + {SUM_CHUNK}, rnumel);")
+                for part in parts.values():
+                    loop.line(f"float {part} = 0.0f;")
+            into = {p.buffer.name: parts.get(p.buffer.name, accs[p.buffer.name][0]) for p in reds}
+            if simd:
+                # no arg-reductions: the row's loop is vectorized, each lane reducing its part
+                # (another order of the same sums; max and min as module.py declares them)
+                clauses = "".join(f" reduction({SIMD_REDUCTIONS[p.reduction_type]}:"
+                                  f"{into[p.buffer.name]})" for p in reds)
+                loop.line("#pragma omp simd" + clauses)
+            lo, hi = ("r0", "r1") if parts else ("0", "rnumel")
+            loop.line(f"for (int64_t rindex = {lo}; rindex < {hi}; ++rindex) {{")
+            inner = Emitter(self, loop.indent + "    ", parent=loop)
             for v, name in self.scratch.items():
                 if v not in kept:
                     inner.cache[v] = f"{name}[rindex]"
@@ -346,7 +360,7 @@ class CppKernelGen:
                 acc = accs[p.buffer.name]
                 rt = p.reduction_type
                 if rt == "sum":
-                    inner.line(f"{acc[0]} += {v};")
+                    inner.line(f"{into[p.buffer.name]} += {v};")
                 elif rt == "prod":
                     inner.line(f"{acc[0]} *= {v};")
                 elif rt == "any":
@@ -367,8 +381,13 @@ class CppKernelGen:
                 self._store(inner, p)
             for v in kept:
                 inner.line(f"{self.scratch[v]}[rindex] = {inner.value(v)};")
-            top.lines += inner.lines
-            top.line("}")
+            loop.lines += inner.lines
+            loop.line("}")
+            if parts:
+                for name, part in parts.items():
+                    loop.line(f"{accs[name][0]} += {part};")
+                top.lines += loop.lines
+                top.line("}")
         for p in reds:
             acc = accs[p.buffer.name]
             rt = p.reduction_type
