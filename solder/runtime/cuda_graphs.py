@@ -1,4 +1,5 @@
-"""CUDA graphs: a compiled inference graph recorded once per input size and replayed
+"""CUDA graphs: a compiled graph (inference, forward, backward) recorded once per input size
+and replayed
 (``mode="reduce-overhead"``, ``cuda_graphs=True``, ``SOLDER_CUDA_GRAPHS=1``).
 
 A replay issues every kernel, library call and user Triton kernel of the graph in one launch, so
@@ -17,14 +18,17 @@ how:
   the input itself. A caller that keeps an output across calls never reads overwritten memory.
 - **Sizes.** A graph with symbolic sizes records one CUDA graph per distinct set of sizes,
   at most ``cuda_graph_sizes`` of them; beyond that the least recently used is dropped.
-- **What declines** (runs as without CUDA graphs, the reason in ``solder.explain``): a training
-  graph (forward or backward: their outputs feed autograd, not replayed yet), a graph with a
-  CPU tensor, one whose random ops draw their seeds on the host (a replay would repeat the
-  numbers), one with an op that synchronizes with the host, one whose recording fails.
+- **Training graphs.** A forward's values saved for its backward are handed out as new tensors
+  on the recording's memory, not copied; before the forward replays, none of the last
+  replay's may still be held (a backward not run yet), else the call runs without the graph.
+  The backward reads them where the forward left them, or runs without the graph.
+- **What declines** (runs as without CUDA graphs, the reason in ``solder.explain``): a graph
+  with a CPU tensor, one whose random ops draw their seeds on the host (a replay would repeat
+  the numbers), one with an op that synchronizes with the host, one whose recording fails.
 
 All recordings of a device share one memory pool: their working memory is never handed out
-(outputs are copies), so graphs replayed one after another on a stream may reuse it. Replays go
-on the current stream.
+(outputs are copies, and a forward's saved values stay allocated to its recording), so graphs
+replayed one after another on a stream may reuse it. Replays go on the current stream.
 """
 from __future__ import annotations
 
@@ -52,9 +56,6 @@ MAX_RERECORDS = 2
 
 def decline_reason(gm: fx.GraphModule, kind: str, wrapper_source: str) -> Optional[str]:
     """Why this compiled graph cannot be replayed as a CUDA graph, or None."""
-    if kind != "inference":
-        return (f"a {kind} graph: training graphs are not replayed yet (their outputs feed "
-                f"autograd)")
     device = None
     for node in gm.graph.nodes:
         val = node.meta.get("val")
@@ -120,7 +121,8 @@ def size_key(args) -> tuple:
 
 
 class _Recording:
-    __slots__ = ("graph", "inputs", "fixed", "outputs", "calls", "rerecords")
+    __slots__ = ("graph", "inputs", "fixed", "outputs", "calls", "rerecords", "read_at",
+                 "kept_refs")
 
     def __init__(self):
         self.graph = None
@@ -129,6 +131,8 @@ class _Recording:
         self.outputs: list = []
         self.calls = 0                  # calls before the recording (the warm-up)
         self.rerecords = 0
+        self.read_at: dict = {}         # position -> data_ptr an in-place input was recorded at
+        self.kept_refs: dict = {}       # kept output -> its storage's references after recording
 
 
 _POOLS: dict = {}   # device -> (the object that keeps the pool alive, the pool's id)
@@ -152,10 +156,17 @@ class Replayer:
     """Calls a compiled graph through CUDA graphs, one recording per size key (LRU)."""
 
     def __init__(self, compiled: Callable, name: str, static: set, written: set,
-                 max_sizes: int, on_decline: Optional[Callable[[str], None]] = None):
+                 max_sizes: int, on_decline: Optional[Callable[[str], None]] = None,
+                 kept: set = frozenset(), in_place: set = frozenset()):
         self.compiled = compiled
         self.name = name
         self.static, self.written = set(static), set(written)
+        # kept: outputs handed out as the recording's own memory (a forward's values saved for
+        # its backward); in_place: inputs read where they were recorded (a backward's saved
+        # values, which are such outputs). A call where a kept output of the last replay is
+        # still referenced, or an in-place input is elsewhere, runs without the graph.
+        self.kept, self.in_place = set(kept), set(in_place)
+        self.unreplayed = 0
         self.max_sizes = max(1, int(max_sizes))
         self.recordings: collections.OrderedDict = collections.OrderedDict()
         self.declined: Optional[str] = None
@@ -185,6 +196,12 @@ class Replayer:
                 self._decline(f"input {moved[0]} (a parameter or buffer) moves to a new address "
                               f"from call to call")
                 return self.compiled(list(args))
+        if rec.graph is not None and (
+                any(args[i].data_ptr() != p for i, p in rec.read_at.items())
+                or any(_references(rec.outputs[i]) > n for i, n in rec.kept_refs.items())):
+            self.unreplayed += 1    # (two forwards before a backward; a forward not replayed)
+            STATS["unreplayed"] = STATS.get("unreplayed", 0) + 1
+            return self.compiled(list(args))
         if rec.graph is None:
             if rec.calls == 0:   # the warm-up: kernels compile, launch configs are tuned
                 rec.calls += 1
@@ -201,13 +218,18 @@ class Replayer:
 
     def _record(self, rec: _Recording, args: list) -> None:
         device = next(a.device for a in args if isinstance(a, torch.Tensor))
-        rec.inputs, rec.fixed = [], {}
+        rec.inputs, rec.fixed, rec.read_at = [], {}, {}
         for i, a in enumerate(args):
             if not isinstance(a, torch.Tensor):
                 rec.inputs.append(None)
             elif i in self.static:
                 rec.inputs.append(a)
                 rec.fixed[i] = a.data_ptr()
+            elif i in self.in_place:
+                # only its address is kept: a reference would hold the forward's saved value,
+                # and that forward would take it as still in use and never replay again
+                rec.inputs.append(None)
+                rec.read_at[i] = a.data_ptr()
             else:
                 buf = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
                 buf.copy_(a)
@@ -225,6 +247,15 @@ class Replayer:
             with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
                 outputs = self.compiled(list(graph_args))
         rec.graph, rec.outputs = graph, list(outputs)
+        del outputs
+        # the references a kept output's storage has while only the recording holds it; one
+        # more at a later call is a caller (autograd's saved values of a forward whose backward
+        # has not run) still holding the last replay's value. Outputs on a parameter's or
+        # buffer's memory are not the recording's: not counted
+        fixed_storages = {args[i].untyped_storage().data_ptr() for i in rec.fixed}
+        rec.kept_refs = {i: _references(rec.outputs[i]) for i in self.kept
+                         if i < len(rec.outputs) and isinstance(rec.outputs[i], torch.Tensor)
+                         and rec.outputs[i].untyped_storage().data_ptr() not in fixed_storages}
         STATS["recordings"] += 1
 
     def _replay(self, rec: _Recording, args: list) -> list:
@@ -237,7 +268,8 @@ class Replayer:
         for i in self.written:
             if i < len(args) and i not in rec.fixed and rec.inputs[i] is not None:
                 args[i].copy_(rec.inputs[i])
-        return copy_out(rec.outputs, rec.inputs, args, rec.fixed)
+        return copy_out(rec.outputs, rec.inputs, args, {**rec.fixed, **rec.read_at},
+                        self.kept)
 
     def _decline(self, reason: str) -> None:
         self.declined = reason
@@ -279,20 +311,24 @@ def _capture_undone_on_failure(device, pool, graph):
         raise
 
 
-def copy_out(outputs: list, inputs: list, args: list, fixed: dict) -> list:
+def copy_out(outputs: list, inputs: list, args: list, fixed: dict,
+             kept: set = frozenset()) -> list:
     """The outputs of a replay, on memory the next replay does not write: one copy per storage
     of the recording (outputs that alias each other keep aliasing, at the same offsets), the
     outputs on a parameter or buffer as they are, and those on an input's copy rebased onto the
-    caller's input."""
+    caller's input. Outputs at a position in ``kept`` are handed out as they are."""
     inputs_by_storage = {}
     for i, buf in enumerate(inputs):
         if buf is not None:
             inputs_by_storage[buf.untyped_storage().data_ptr()] = i
     copies: dict = {}
     out = []
-    for o in outputs:
+    for k, o in enumerate(outputs):
         if not isinstance(o, torch.Tensor):
             out.append(o)
+            continue
+        if k in kept:   # a new tensor on the recording's memory: whoever holds it counts
+            out.append(_reinterpret(o, tuple(o.shape), tuple(o.stride()), 0))
             continue
         storage = o.untyped_storage()
         at = inputs_by_storage.get(storage.data_ptr())
@@ -310,6 +346,19 @@ def copy_out(outputs: list, inputs: list, args: list, fixed: dict) -> list:
         out.append(torch.empty(0, dtype=o.dtype, device=o.device).set_(
             copies[storage.data_ptr()], o.storage_offset(), o.shape, o.stride()))
     return out
+
+
+def _reinterpret(t, size, stride, offset_increment):
+    from .support import reinterpret
+    return reinterpret(t, size, stride, offset_increment)
+
+
+def _references(t: torch.Tensor) -> int:
+    """How many tensors (and saved values) hold the storage under ``t``."""
+    count = getattr(torch._C, "_storage_Use_Count", None)
+    if count is None:   # (then a kept output always counts as held: no replay, never wrong)
+        return 1 << 30
+    return count(t.untyped_storage()._cdata)
 
 
 def _all_cuda(args) -> bool:
@@ -332,9 +381,37 @@ def wrap(compiled: Any, gm: fx.GraphModule, kind: str, name: str, config,
         if report is not None:
             report.cuda_graphs = f"not replayed: {why}"
     static = static_input_indices()
+    kept, in_place = set(), set()
+    if kind == "forward":   # what the backward takes is handed out from the recording
+        returns = _forward_returns()
+        if returns is None:
+            if report is not None:
+                report.cuda_graphs = "not replayed: its saved values cannot be told apart"
+            return compiled
+        kept = set(range(returns, len(gm.graph.output_node().args[0])))
+    elif kind == "backward":   # the forward's saved values are read where the forward left them
+        static = set()
+        in_place = {i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")
+                    if not n.name.startswith("tangents") and
+                    isinstance(n.meta.get("val"), torch.Tensor)}
     if report is not None:
-        report.cuda_graphs = (f"replayed (recorded at the second call of each size; "
-                              f"{len(static)} parameters and buffers read in place, the other "
-                              f"inputs copied in)")
+        report.cuda_graphs = (
+            f"replayed (recorded at the second call of each size; {len(static)} parameters and "
+            f"buffers read in place, " + (f"{len(kept)} saved values handed to the backward "
+                                          f"from the recording, " if kept else "")
+            + (f"{len(in_place)} saved values read where the forward left them, "
+               if in_place else "") + "the other inputs copied in)")
     return Replayer(compiled, name, static, written_inputs(gm), config.cuda_graph_sizes,
-                    on_decline=declined)
+                    on_decline=declined, kept=kept, in_place=in_place)
+
+
+def _forward_returns() -> Optional[int]:
+    """How many of the forward graph being compiled now's outputs are not saved for the
+    backward (written inputs, outputs, their bases, an RNG offset), or None where it cannot
+    tell."""
+    try:
+        ctx = torch._guards.TracingContext.try_get()
+        meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+        return int(meta.num_forward) if meta is not None else None
+    except Exception:  # noqa: BLE001 - then the forward is not replayed
+        return None

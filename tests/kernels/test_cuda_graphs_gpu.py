@@ -127,7 +127,7 @@ def test_graphs_that_decline_say_why_and_stay_right():
     train = solder.explain(lambda x: (x * 2).sum(), torch.ones(4, device="cuda",
                                                              requires_grad=True),
                            options={"cuda_graphs": True})
-    assert "training graphs" in str(train)
+    assert "CUDA graphs: replayed" in str(train)
 
 
 def test_explain_says_a_graph_is_replayed():
@@ -135,3 +135,48 @@ def test_explain_says_a_graph_is_replayed():
     report = solder.explain(lambda x: x.sin() + 1, torch.ones(8, device="cuda"),
                             options={"cuda_graphs": True})
     assert "CUDA graphs: replayed" in str(report)
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.LayerNorm(64), torch.nn.GELU(),
+                               torch.nn.Linear(64, 8)).cuda()
+
+
+def test_a_training_loop_replays_forward_and_backward_and_equals_eager():
+    ref, model = _mlp(), _mlp()
+    step = torch.compile(lambda m, x: m(x).square().mean(), backend="solder",
+                         mode="reduce-overhead")
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (ref, model)]
+    replays = cg.STATS["replays"]
+    for k in range(6):
+        x = torch.randn(16, 32, device="cuda")
+        losses = []
+        for m, opt, f in ((ref, opts[0], lambda m, x: m(x).square().mean()),
+                          (model, opts[1], step)):
+            opt.zero_grad(set_to_none=True)
+            loss = f(m, x)
+            loss.backward()
+            losses.append(loss.detach().clone())
+            opt.step()
+        torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-5)
+    for p, q in zip(ref.parameters(), model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+    # forward and backward replayed from the third step on (warm-up, recording)
+    assert cg.STATS["replays"] - replays >= 2 * 4, cg.STATS["declines"][-3:]
+
+
+def test_two_forwards_before_one_backward_never_overwrite_saved_values():
+    ref, model = _mlp(), _mlp()
+    step = torch.compile(lambda m, x: m(x).square().mean(), backend="solder",
+                         mode="reduce-overhead")
+    for k in range(4):   # recorded and replayed first
+        step(model, torch.randn(16, 32, device="cuda")).backward()
+    model.zero_grad(set_to_none=True)
+    unreplayed = cg.STATS.get("unreplayed", 0)
+    xs = [torch.randn(16, 32, device="cuda") for _ in range(2)]
+    (step(model, xs[0]) + step(model, xs[1])).backward()
+    (ref(xs[0]).square().mean() + ref(xs[1]).square().mean()).backward()
+    for p, q in zip(ref.parameters(), model.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5)
+    assert cg.STATS.get("unreplayed", 0) > unreplayed   # the second forward ran without it

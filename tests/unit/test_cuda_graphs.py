@@ -33,8 +33,8 @@ def _add(g, xs):
 def test_what_declines_and_why():
     plain = _graph(_add)
     assert cg.decline_reason(plain, "inference", "") is None
-    assert "training graphs" in cg.decline_reason(plain, "forward", "")
-    assert "training graphs" in cg.decline_reason(plain, "backward", "")
+    assert cg.decline_reason(plain, "forward", "") is None      # training graphs replay too
+    assert cg.decline_reason(plain, "backward", "") is None
     assert "input arg1 is a CPU tensor" in cg.decline_reason(
         _graph(_add, ("cuda", "cpu")), "inference", "")
     assert "repeat the same numbers" in cg.decline_reason(
@@ -236,3 +236,46 @@ def test_explain_says_why_a_graph_is_not_replayed():
     assert "CUDA graphs: not replayed: " in str(report) and "CPU tensor" in str(report)
     plain = solder.explain(lambda x: x.sin() + 1, torch.ones(8, device="cpu"))
     assert "CUDA graphs" not in str(plain)
+
+
+def test_a_forwards_saved_values_are_handed_out_and_a_held_one_is_never_overwritten(fake_cuda):
+    # output 1 (a view of the graph's buffer) stands for a value saved for the backward: it is
+    # the recording's own memory, not a copy; while a caller (autograd, before the backward)
+    # still holds the last replay's, the next call runs without the graph
+    compiled = _Compiled()
+    r = cg.Replayer(compiled, "fw", static={1}, written=set(), max_sizes=2, kept={1})
+    w = torch.full((4,), 2.0)
+    r([torch.zeros(4), w])                                   # warm-up
+    out, saved = r([torch.ones(4), w])                       # recorded, replayed
+    rec = next(iter(r.recordings.values()))
+    assert saved.data_ptr() == rec.outputs[1].data_ptr()     # handed out, not copied
+    assert saved is not rec.outputs[1]                       # (a tensor of its own on it)
+    assert out.data_ptr() != rec.outputs[0].data_ptr()       # the other outputs: copies
+    held = saved                                             # a backward not yet run
+    del saved
+    out2, saved2 = r([torch.full((4,), 5.0), w])             # two forwards before a backward
+    assert r.unreplayed == 1 and compiled.calls == 3
+    assert torch.equal(held, torch.full((3,), 3.0))          # the first forward's, intact
+    assert torch.equal(saved2, torch.full((3,), 11.0))
+    del held, saved2                                         # backward ran: replays again
+    replays = r.replays
+    _, saved3 = r([torch.full((4,), 7.0), w])
+    assert r.replays == replays + 1 and torch.equal(saved3, torch.full((3,), 15.0))
+
+
+def test_a_backward_reads_saved_values_where_the_forward_left_them(fake_cuda):
+    compiled = _Compiled()
+    r = cg.Replayer(compiled, "bw", static=set(), written=set(), max_sizes=2, in_place={0})
+    saved, g = torch.ones(4), torch.full((4,), 2.0)
+    r([saved, g])
+    r([saved, g])                                            # recorded where saved lies
+    rec = next(iter(r.recordings.values()))
+    assert rec.inputs[0] is None and rec.read_at[0] == saved.data_ptr()   # read in place
+    saved.fill_(4.0)
+    out, _ = r([saved, g])
+    assert torch.equal(out, torch.full((4,), 9.0)) and r.unreplayed == 0
+    elsewhere = torch.full((4,), 3.0)                        # a forward that ran without its graph
+    calls = compiled.calls
+    out, _ = r([elsewhere, g])
+    assert torch.equal(out, torch.full((4,), 7.0)) and compiled.calls == calls + 1
+    assert r.unreplayed == 1
