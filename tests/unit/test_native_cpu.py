@@ -183,6 +183,8 @@ def test_a_rows_exp_is_computed_once_and_read_back_by_the_later_loop(dtype):
     _same(out, fn(x))
     src = report.graphs[0].kernels[0].source
     assert src.count("std::exp(") == 1 and "float sc0[300];" in src
+    # a bfloat16 element is widened once, in the first loop, and read from the stack after
+    assert src.count("_to_float(") == (1 if dtype == torch.bfloat16 else 0)
 
 
 def test_rows_without_a_static_length_or_too_long_recompute():

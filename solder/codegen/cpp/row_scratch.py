@@ -7,12 +7,14 @@ element and pass, most of the kernel's time. Where the row length is static and 
 for the stack, the earlier loop also writes such a value into ``float scK[rnumel]`` (in the
 value's register type: no rounding) and the later loops read it back.
 
-Only values with a transcendental call in them are kept (a subtraction is cheaper to recompute
-than to store and load), and only the largest ones a later stage reads whole.
+Only values with a transcendental call in them, and float16/bfloat16 elements read from memory
+(widened to float once), are kept (a subtraction is cheaper to recompute than to store and
+load), and only the largest ones a later stage reads whole.
 """
 from __future__ import annotations
 
 import sympy
+import torch
 
 from ...ir import expr as E
 
@@ -42,6 +44,13 @@ def _expensive(v: E.Value) -> bool:
     return any(x.op == "call" and x.args[0] in EXPENSIVE for x in E.walk(v))
 
 
+def _worth_keeping(v: E.Value) -> bool:
+    # a transcendental call; or a float16/bfloat16 element read from memory, widened to float
+    # once instead of again in each loop (the row then comes from the stack, not the cache)
+    return (v.op == "call" and _expensive(v)) or (
+        v.op == "load" and v.dtype in (torch.float16, torch.bfloat16))
+
+
 def plan(stages: list, rnumel) -> dict:
     """{stage index: [values its loop keeps]} for the later stages to read back; empty where
     the row length is symbolic or too long for the stack."""
@@ -63,7 +72,7 @@ def plan(stages: list, rnumel) -> dict:
                 continue
             seen.add(v)
             i = made.get(v)
-            if i is not None and i < j and v.op == "call" and _expensive(v):
+            if i is not None and i < j and _worth_keeping(v):
                 if v not in keep.setdefault(i, []):
                     keep[i].append(v)
                 continue    # read whole: nothing under it is needed here
