@@ -299,7 +299,8 @@ SCALAR_OPS = {
     # C's hypot: an infinite side gives inf even against NaN (the formula would give NaN)
     "hypot": _ld("hypot", lambda x, y: f"tl.where((tl.abs({x}) == float('inf')) | "
                  f"(tl.abs({y}) == float('inf')), float('inf'), tl.sqrt({x} * {x} + {y} * {y}))"),
-    "copysign": _ld("copysign", lambda x, y: f"tl.where(({y} < 0) | ((1.0 / {y}) < 0), -tl.abs({x}), tl.abs({x}))"),
+    # (a product with -1: Triton's -a is 0 - a, +0.0 for a zero)
+    "copysign": _ld("copysign", lambda x, y: f"tl.where(({y} < 0) | ((1.0 / {y}) < 0), tl.abs({x}) * -1.0, tl.abs({x}))"),
     "nextafter": _nextafter,
     # rounding
     "floor": _float_only(_fmt("tl.floor({0})")),

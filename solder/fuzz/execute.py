@@ -80,8 +80,42 @@ def correct_as_strided_scatter():
         torch.as_strided_scatter = saved
 
 
-def _batch_norm_of_a_contiguous_input(input, *args, **kwargs):
-    return _BATCH_NORM(input.contiguous(), *args, **kwargs)
+def _batch_norm_as_cuda_computes(input, running_mean=None, running_var=None, weight=None,
+                                 bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Batch norm as eager's CUDA kernel computes it, on a contiguous input: Welford's
+    statistics (exact for a constant channel: here a mean shifted by the channel's first
+    element, then a two-pass variance) and ``(x - mean) * invstd * weight + bias``. Eager's CPU
+    kernel computes ``x * alpha + beta`` instead, which leaves a rounding residue on a
+    constant channel where this gives 0 (a later ``> 0`` then tips: fuzz seed 231415)."""
+    x = input.contiguous()
+    comp = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    xc = x.to(comp)
+    dims = [0] + list(range(2, x.dim()))
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    if training:
+        verify = getattr(torch.nn.functional, "_verify_batch_size", None)
+        if verify is not None:
+            verify(x.size())
+        first = xc.transpose(0, 1).reshape(x.shape[1], -1)[:, :1].view(shape)
+        mean = first + (xc - first).mean(dims, keepdim=True)
+        var = (xc - mean).square().mean(dims, keepdim=True)
+        if running_mean is not None or running_var is not None:
+            n = x.numel() // max(x.shape[1], 1)
+            m = 0.1 if momentum is None else momentum
+            with torch.no_grad():
+                if running_mean is not None:
+                    running_mean.mul_(1 - m).add_(mean.reshape(-1).to(running_mean.dtype) * m)
+                if running_var is not None:
+                    unbiased = var.reshape(-1) * (n / max(n - 1, 1))
+                    running_var.mul_(1 - m).add_(unbiased.to(running_var.dtype) * m)
+    else:
+        mean, var = running_mean.to(comp).view(shape), running_var.to(comp).view(shape)
+    out = (xc - mean) * torch.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight.to(comp).view(shape)
+    if bias is not None:
+        out = out + bias.to(comp).view(shape)
+    return out.to(x.dtype)
 
 
 _BATCH_NORM = torch.nn.functional.batch_norm
@@ -93,14 +127,15 @@ CORRECTED_OPS = ("as_strided_scatter", "batch_norm")
 
 @contextlib.contextmanager
 def corrected_eager():
-    """Eager with its known wrong gradients put right, for a second eager run whose values
-    are accepted too: ``as_strided_scatter``'s (``correct_as_strided_scatter``), and
-    ``batch_norm``'s input gradient for a non-contiguous input, which eager's CPU backward gets
-    wrong (a (1, 4, 2, 1) input permuted from (1, 1, 2, 4): its gradient differs from the
-    contiguous input's, and finite differences agree with the latter); here the input is made
-    contiguous first."""
+    """Eager with its known wrong gradients put right, and its CPU batch norm computed as its
+    CUDA kernel does, for a second eager run whose values are accepted too:
+    ``as_strided_scatter``'s gradient (``correct_as_strided_scatter``), and ``batch_norm``
+    (``_batch_norm_as_cuda_computes``): on a contiguous input, since eager's CPU backward gets
+    a non-contiguous input's gradient wrong (a (1, 4, 2, 1) input permuted from (1, 1, 2, 4):
+    its gradient differs from the contiguous input's, and finite differences agree with the
+    latter), and exact on a constant channel."""
     with correct_as_strided_scatter():
-        torch.nn.functional.batch_norm = _batch_norm_of_a_contiguous_input
+        torch.nn.functional.batch_norm = _batch_norm_as_cuda_computes
         try:
             yield
         finally:

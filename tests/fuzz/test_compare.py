@@ -392,3 +392,25 @@ def test_a_gradient_that_sums_infinities_may_be_nan_or_inf():
     assert verdict(eager, [Observed("gradient of a0", torch.tensor([-inf, nan, inf]))], ref)
     as_output = [Observed("output 0", t.tensor) for t in (eager[0], ref[0], comp[0])]
     assert verdict(as_output[:1], as_output[2:], as_output[1:2])
+
+
+def test_the_corrected_run_computes_batch_norm_as_eagers_cuda_kernel():
+    # fuzz seed 231415: on a constant channel eager's CPU batch norm (x * alpha + beta) leaves
+    # a residue, its CUDA kernel ((x - mean) * invstd) and Solder give 0; elsewhere, and for
+    # the running statistics, the two agree
+    import torch.nn.functional as F
+    from solder.fuzz.execute import _batch_norm_as_cuda_computes
+    torch.manual_seed(0)
+    x = torch.randn(5, 3, 4)
+    x[:, 1] = 0.15498
+    rm, rv = torch.zeros(3), torch.ones(3)
+    rm2, rv2 = rm.clone(), rv.clone()
+    w, b = torch.randn(3), torch.randn(3)
+    ours = _batch_norm_as_cuda_computes(x, rm, rv, w, b, training=True, momentum=0.3)
+    eager = F.batch_norm(x, rm2, rv2, w, b, training=True, momentum=0.3)
+    assert torch.equal(ours[:, 1], b[1].expand(5, 4))     # exactly the bias
+    torch.testing.assert_close(ours, eager)
+    torch.testing.assert_close(rm, rm2)
+    torch.testing.assert_close(rv, rv2)
+    evaluated = _batch_norm_as_cuda_computes(x.permute(0, 1, 2), rm, rv, w, b)
+    torch.testing.assert_close(evaluated, F.batch_norm(x, rm, rv, w, b))
