@@ -85,6 +85,17 @@ def test_atan2_signed_zeros_and_infinities(dtype):
     _lowered(torch.atan2, y, x)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_copysign_onto_a_zero_keeps_the_sign(dtype):
+    # fuzz seed 231796: copysign(-0.0, -0.0) was +0.0 in the interpreter (its helper negated
+    # with Triton's -a, which is 0 - a), and 1 / it +inf where eager's is -inf
+    x = torch.tensor([-0.0, 0.0, -0.0, 0.0, 1.5, -2.0, 0.0], dtype=dtype, device=DEVICE)
+    y = torch.tensor([-0.0, -0.0, 0.0, -3.0, -0.0, 0.0, 2.0], dtype=dtype, device=DEVICE)
+    out = torch.compile(lambda a, b: 1 / torch.copysign(a, b), backend="solder")(x, y)
+    ref = 1 / torch.copysign(x, y)
+    assert torch.equal(out, ref)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_pow_of_special_values_is_cs_pow(dtype):
     # fuzz seed 195120: (-1) ** -inf is 1 and (-0.04) ** -inf is inf in C and ATen; the
