@@ -64,9 +64,13 @@ class Emitter(ScopedEmitter):
             idx = Printer(names)(index)
             if not (index.free_symbols & {XINDEX, RINDEX}):
                 idx = f"{idx} + {g.zero_index(index)}"
-            # a row-level load keeps the row's shape; only element-level loads need rmask
-            m = "xmask & rmask" if g.kernel.is_reduction and RINDEX in index.free_symbols \
-                else "xmask"
+            # a row-level load keeps the row's shape; only element-level loads need rmask, and
+            # a row-level address under an element-level condition (a slice_scatter's bounds):
+            # else the padding lanes past rnumel read where the condition holds there (seed
+            # 230727: from an empty buffer, which killed the interpreter)
+            element = RINDEX in index.free_symbols or (
+                mask is not None and _depends_on_rindex(mask))
+            m = "xmask & rmask" if g.kernel.is_reduction and element else "xmask"
             if mask is not None:
                 m = f"({m}) & ({self.value(mask)})"
             ptr = g.ptr(buf)
@@ -520,3 +524,13 @@ def _argmin_combine(a, ia, b, ib):
 
 def generate(kernel: Kernel, by_name: dict, int64: bool) -> KernelSource:
     return KernelGen(kernel, by_name, int64).generate()
+
+
+def _depends_on_rindex(v: E.Value) -> bool:
+    """Whether a value varies along the row: an index or load address or draw with rindex."""
+    for x in E.walk(v):
+        if x.op in ("index", "load", "rand"):
+            expr = x.args[0] if x.op == "index" else x.args[1]
+            if RINDEX in sympy.sympify(expr).free_symbols:
+                return True
+    return False

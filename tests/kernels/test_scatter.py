@@ -507,3 +507,22 @@ def test_index_reduce_is_a_scatter_reduce_in_generated_kernels(reduce):
     report = check(lambda a, i, s: a.index_reduce(0, i, s, reduce), torch.tensor(2.0),
                    torch.tensor(0), torch.tensor(5.0))       # 0-d
     assert not report.fallbacks, report
+
+
+def test_a_row_level_load_under_an_element_level_condition_reads_no_padding_lane():
+    # fuzz seed 230727: the backward of normalize over an empty narrow, summed with a softmax's
+    # backward in one row kernel, loaded the norm (a row-level address) under the
+    # slice_scatter's condition `rindex >= 3` alone; the padding lane rindex = 3 of a row of 3
+    # read an empty buffer there (a segfault in the interpreter, a bad read on a GPU)
+    def fn(a0, a1):
+        v1 = torch.nn.functional.normalize(a0.narrow(0, 3, 0), dim=-1)
+        return (v1 + -0.25).t(), a1.softmax(0)
+
+    grads = []
+    for f in (fn, torch.compile(fn, backend="solder")):
+        a0, a1 = (torch.tensor(v, requires_grad=True) for v in
+                  ([0.3, -1.2, 0.5], [0.1, 2.0, -0.7]))
+        loss = sum((o * (k + 2)).sum() for k, o in enumerate(f(a0, a1)))
+        grads.append(torch.autograd.grad(loss, [a0, a1]))
+    for g, r in zip(*grads):
+        torch.testing.assert_close(g, r)
