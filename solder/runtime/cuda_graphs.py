@@ -18,7 +18,7 @@ how:
   the input itself. A caller that keeps an output across calls never reads overwritten memory.
 - **Sizes.** A graph with symbolic sizes records one CUDA graph per distinct set of sizes,
   at most ``cuda_graph_sizes`` of them; beyond that the least recently used is dropped.
-- **Training graphs.** A forward's values saved for its backward are handed out as new tensors
+- **Training graphs** (with ``cuda_graph_training``, off by default). A forward's values saved for its backward are handed out as new tensors
   on the recording's memory, not copied; before the forward replays, none of the last
   replay's may still be held (a backward not run yet), else the call runs without the graph.
   The backward reads them where the forward left them, or runs without the graph.
@@ -38,6 +38,8 @@ from typing import Any, Callable, Optional
 
 import torch
 import torch.fx as fx
+
+from .support import reinterpret
 
 aten = torch.ops.aten
 
@@ -328,7 +330,7 @@ def copy_out(outputs: list, inputs: list, args: list, fixed: dict,
             out.append(o)
             continue
         if k in kept:   # a new tensor on the recording's memory: whoever holds it counts
-            out.append(_reinterpret(o, tuple(o.shape), tuple(o.stride()), 0))
+            out.append(reinterpret(o, tuple(o.shape), tuple(o.stride()), 0))
             continue
         storage = o.untyped_storage()
         at = inputs_by_storage.get(storage.data_ptr())
@@ -346,11 +348,6 @@ def copy_out(outputs: list, inputs: list, args: list, fixed: dict,
         out.append(torch.empty(0, dtype=o.dtype, device=o.device).set_(
             copies[storage.data_ptr()], o.storage_offset(), o.shape, o.stride()))
     return out
-
-
-def _reinterpret(t, size, stride, offset_increment):
-    from .support import reinterpret
-    return reinterpret(t, size, stride, offset_increment)
 
 
 def _references(t: torch.Tensor) -> int:
@@ -381,6 +378,11 @@ def wrap(compiled: Any, gm: fx.GraphModule, kind: str, name: str, config,
         if report is not None:
             report.cuda_graphs = f"not replayed: {why}"
     static = static_input_indices()
+    if kind != "inference" and not config.cuda_graph_training:
+        if report is not None:
+            report.cuda_graphs = (f"not replayed: a {kind} graph (training graphs replay with "
+                                  f"cuda_graph_training=True, not yet measured on a GPU)")
+        return compiled
     kept, in_place = set(), set()
     if kind == "forward":   # what the backward takes is handed out from the recording
         returns = _forward_returns()

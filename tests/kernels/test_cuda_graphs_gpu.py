@@ -127,6 +127,10 @@ def test_graphs_that_decline_say_why_and_stay_right():
     train = solder.explain(lambda x: (x * 2).sum(), torch.ones(4, device="cuda",
                                                              requires_grad=True),
                            options={"cuda_graphs": True})
+    assert "cuda_graph_training=True" in str(train)    # off by default
+    train = solder.explain(lambda x: (x * 2).sum(), torch.ones(4, device="cuda",
+                                                             requires_grad=True),
+                           options={"cuda_graphs": True, "cuda_graph_training": True})
     assert "CUDA graphs: replayed" in str(train)
 
 
@@ -135,6 +139,9 @@ def test_explain_says_a_graph_is_replayed():
     report = solder.explain(lambda x: x.sin() + 1, torch.ones(8, device="cuda"),
                             options={"cuda_graphs": True})
     assert "CUDA graphs: replayed" in str(report)
+
+
+TRAINING = {"cuda_graphs": True, "cuda_graph_training": True}
 
 
 def _mlp():
@@ -146,7 +153,7 @@ def _mlp():
 def test_a_training_loop_replays_forward_and_backward_and_equals_eager():
     ref, model = _mlp(), _mlp()
     step = torch.compile(lambda m, x: m(x).square().mean(), backend="solder",
-                         mode="reduce-overhead")
+                         options=TRAINING)
     opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (ref, model)]
     replays = cg.STATS["replays"]
     for k in range(6):
@@ -169,7 +176,7 @@ def test_a_training_loop_replays_forward_and_backward_and_equals_eager():
 def test_two_forwards_before_one_backward_never_overwrite_saved_values():
     ref, model = _mlp(), _mlp()
     step = torch.compile(lambda m, x: m(x).square().mean(), backend="solder",
-                         mode="reduce-overhead")
+                         options=TRAINING)
     for k in range(4):   # recorded and replayed first
         step(model, torch.randn(16, 32, device="cuda")).backward()
     model.zero_grad(set_to_none=True)

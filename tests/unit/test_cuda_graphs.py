@@ -279,3 +279,21 @@ def test_a_backward_reads_saved_values_where_the_forward_left_them(fake_cuda):
     out, _ = r([elsewhere, g])
     assert torch.equal(out, torch.full((4,), 7.0)) and compiled.calls == calls + 1
     assert r.unreplayed == 1
+
+
+def test_training_graphs_replay_only_when_asked(monkeypatch):
+    from solder import config as solder_config
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+    class Report:
+        cuda_graphs = None
+    compiled = lambda args: args   # noqa: E731
+    for kind in ("forward", "backward"):
+        report = Report()
+        out = cg.wrap(compiled, _graph(_add), kind, "g", solder_config.resolve({}), report)
+        assert out is compiled and "cuda_graph_training=True" in report.cuda_graphs
+    report = Report()
+    out = cg.wrap(compiled, _graph(_add), "backward", "g",
+                  solder_config.resolve({"cuda_graph_training": True}), report)
+    assert isinstance(out, cg.Replayer) and "replayed" in report.cuda_graphs
+    assert out.in_place == {0, 1}      # a backward's non-tangent inputs: read where they lie
