@@ -17,7 +17,7 @@ import sympy
 import torch
 
 from ..ir import expr as E
-from ..schedule.fusion import Kernel
+from ..schedule.fusion import Kernel, uses_rindex
 from ..schedule.prepare import RINDEX, XINDEX
 from . import scalar_ops
 from .emitter import ScopedEmitter
@@ -69,7 +69,7 @@ class Emitter(ScopedEmitter):
             # else the padding lanes past rnumel read where the condition holds there (seed
             # 230727: from an empty buffer, which killed the interpreter)
             element = RINDEX in index.free_symbols or (
-                mask is not None and _depends_on_rindex(mask))
+                mask is not None and uses_rindex(mask))
             m = "xmask & rmask" if g.kernel.is_reduction and element else "xmask"
             if mask is not None:
                 m = f"({m}) & ({self.value(mask)})"
@@ -524,13 +524,3 @@ def _argmin_combine(a, ia, b, ib):
 
 def generate(kernel: Kernel, by_name: dict, int64: bool) -> KernelSource:
     return KernelGen(kernel, by_name, int64).generate()
-
-
-def _depends_on_rindex(v: E.Value) -> bool:
-    """Whether a value varies along the row: an index or load address or draw with rindex."""
-    for x in E.walk(v):
-        if x.op in ("index", "load", "rand"):
-            expr = x.args[0] if x.op == "index" else x.args[1]
-            if RINDEX in sympy.sympify(expr).free_symbols:
-                return True
-    return False

@@ -82,7 +82,7 @@ class KernelBuilder:
         self._check_after_write(buf, p, p.value)
         value = self.resolve(p.value, depth=0)
         self._check_after_write(buf, p, value)   # what it reads through recomputed members
-        if p.level == "x" and p.reduction_type is None and _uses_rindex(value):
+        if p.level == "x" and p.reduction_type is None and uses_rindex(value):
             raise NotFusible("a per-row value that needs the whole row")
         if p.reduction_type is not None and _uses_rref_r_level(value):
             raise NotFusible("reduction input depends on a per-element in-kernel value")
@@ -155,7 +155,8 @@ class KernelBuilder:
         return E.replace_values(value, repl)
 
 
-def _uses_rindex(v: E.Value) -> bool:
+def uses_rindex(v: E.Value) -> bool:
+    """Whether a value varies along the row (an index, load address or draw with rindex)."""
     return any(RINDEX in sympy.sympify(e).free_symbols for e in E.index_exprs(v))
 
 
