@@ -31,11 +31,13 @@ import torch
 import torch.fx as fx
 
 
-def as_strided_scatter(a, b, size, stride, storage_offset=None):
-    # ``a`` is dense (``_clone_keeps_layout``): its clone has its strides, at offset 0
+def as_strided_scatter_from(a, b, size, stride, start):
+    # ``a`` is dense (``_dense_start``): its clone has its strides, at offset 0. ``start`` is
+    # the view's first element counted from ``a``'s, made relative from Dynamo's example value:
+    # AOTAutograd traces a mutated input that requires grad through a clone of it (at offset
+    # 0), where ``a.storage_offset()`` would not be the input's
     out = a.clone()
-    offset = (storage_offset if storage_offset is not None else a.storage_offset())
-    out.as_strided(size, stride, offset - a.storage_offset()).copy_(b)
+    out.as_strided(size, stride, start).copy_(b)
     return out
 
 
@@ -152,8 +154,14 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
             changed |= _non_negative_dims(node)
         elif (node.op == "call_function" and node.target in _AS_STRIDED_SCATTER) or (
                 node.op == "call_method" and node.target == "as_strided_scatter"):
-            repl = as_strided_scatter if _clone_keeps_layout(node) else \
-                expanded_as_strided_scatter if _expanded(node) else None
+            start = _dense_start(node)
+            if start is not None:
+                a, b, size, stride = (_arg(node, i, n) for i, n in
+                                      enumerate(("input", "src", "size", "stride")))
+                node.args, node.kwargs = (a, b, size, stride, start), {}
+                repl = as_strided_scatter_from
+            elif _expanded(node):
+                repl = expanded_as_strided_scatter
         elif (node.op == "call_method" and node.target == "polygamma_") or (
                 node.op == "call_function" and node.target in _POLYGAMMA_):
             repl = polygamma_
@@ -174,23 +182,25 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
     return changed
 
 
-def _clone_keeps_layout(node) -> bool:
-    """Whether the rewrite computes what ``as_strided_scatter`` does. Eager's result has the
+def _dense_start(node):
+    """The view's start relative to the input's first element, where the rewrite computes what
+    ``as_strided_scatter`` does (else None). Eager's result has the
     input's exact layout, and the view's storage offset is absolute in the input's storage: an
     input that overlaps itself (an ``unfold``) or has gaps keeps those in the result, which a
     clone does not, so such calls stay whole (eager refuses their gradient anyway); so does a
     view that reaches outside the input's own elements."""
     a = _meta(node.args[0])
     if not isinstance(a, torch.Tensor) or not _is_dense(a):
-        return False
+        return None
     size, stride = _meta(_arg(node, 2, "size")), _meta(_arg(node, 3, "stride"))
     offset = _meta(_arg(node, 4, "storage_offset"))
     try:
         start = (int(offset) if offset is not None else a.storage_offset()) - a.storage_offset()
         last = start + sum((int(n) - 1) * int(s) for n, s in zip(size, stride) if int(n) > 0)
-        return start >= 0 and last < a.numel() and min(stride, default=0) >= 0
+        ok = start >= 0 and last < a.numel() and min(stride, default=0) >= 0
     except (TypeError, ValueError):   # symbolic: Solder's lowering takes the call as it is
-        return False
+        return None
+    return int(start) if ok else None
 
 
 def _expanded(node) -> bool:

@@ -123,7 +123,7 @@ def with_mask(v: "Value", mask: "Value") -> "Value":
     def guard(x, go):
         if x.op != "load":
             return None
-        buf, index, m, ind = _rebuilt(x, go).args
+        buf, index, m, ind = rebuilt(x, go).args
         m = mask if m is None else call("logical_and", m, mask, dtype=torch.bool)
         return Value("load", (buf, index, m, ind), x.dtype)
     return rebuild(v, guard)
@@ -138,7 +138,7 @@ def bind_indirect(v: "Value", binds: tuple) -> "Value | None":
 
     def bind(x, go):
         if x.op == "load":
-            buf, index, m, ind = _rebuilt(x, go).args
+            buf, index, m, ind = rebuilt(x, go).args
             used = sympy.sympify(index).free_symbols & syms
             ind = ind + tuple((s, iv) for s, iv in binds if s in used and s not in dict(ind))
             return Value("load", (buf, index, m, ind), x.dtype)
@@ -253,7 +253,7 @@ def map_indices(v: Value, f) -> Value:
     """``v`` with every index expression (loads, index values, random offsets) mapped by ``f``."""
     def remap(x, go):
         if x.op == "load":
-            buf, index, m, ind = _rebuilt(x, go).args
+            buf, index, m, ind = rebuilt(x, go).args
             return Value("load", (buf, f(index), m, ind), x.dtype)
         if x.op == "index":
             return Value("index", (f(x.args[0]),), x.dtype)
@@ -289,7 +289,7 @@ def rebuild(v: Value, visit) -> Value:
         if out is None:
             out = visit(x, go)
             if out is None:
-                out = _rebuilt(x, go)
+                out = rebuilt(x, go)
             memo[x] = out
         return out
 
@@ -299,7 +299,7 @@ def rebuild(v: Value, visit) -> Value:
         del go   # it refers to itself: each call would otherwise leave a reference cycle
 
 
-def _rebuilt(x: Value, go) -> Value:
+def rebuilt(x: Value, go) -> Value:
     """``x`` with its child values replaced by ``go(child)``."""
     if x.op == "load":
         buf, index, m, ind = x.args

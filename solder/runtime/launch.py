@@ -245,6 +245,16 @@ class KernelRunner:
                 with count_compiles(self.stats):
                     kernel = self.fn[(grid0,)](*args, **cfg, **launch_configs.COMPILE_OPTIONS)
         except Exception as e:
+            fewer = _fewer_warps(cfg) if _layout_passes_failed(e) else None
+            if fewer is not None:
+                # Triton's layout passes fail on some kernels at some warp counts (a 32-wide
+                # row of an 18-element reduction with a broadcast compare of its result, 2 or
+                # more warps: TritonGPURemoveLayoutConversions); with fewer warps the same
+                # kernel compiles, and the sizes keep the config that did
+                if key is not None and self.configs.get(key) == cfg:
+                    self.configs[key] = fewer
+                self.stats["compile_retries"] = self.stats.get("compile_retries", 0) + 1
+                return self._launch(fewer, args, xnumel, key)
             where = f" (generated source: {self.dump_path})" if self.dump_path else ""
             raise KernelCompileError(
                 f"Solder kernel {self.src.name} of graph {self.graph_name} failed to compile or "
@@ -367,6 +377,17 @@ def _specialization(args) -> tuple:
 _DTYPE_NAMES = {d: str(d) for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64,
                                     torch.int64, torch.int32, torch.int16, torch.int8,
                                     torch.uint8, torch.bool)}
+
+
+def _layout_passes_failed(e: Exception) -> bool:
+    """Whether Triton's compiler failed inside its MLIR pass pipeline (not in the front end,
+    where a kernel's source is wrong whatever its warps)."""
+    return isinstance(e, RuntimeError) and "PassManager::run failed" in str(e)
+
+
+def _fewer_warps(cfg: dict) -> dict | None:
+    warps = cfg.get("num_warps", 4)
+    return dict(cfg, num_warps=warps // 2) if warps > 1 else None
 
 
 def _fast_launch_ok(kernel) -> bool:

@@ -90,6 +90,10 @@ class KernelBuilder:
             self._check_mutation(buf, p)
         binds = tuple((s, self.resolve(v, depth=0)) for s, v in p.store_binds)
         smask = self.resolve(p.store_mask, depth=0) if p.store_mask is not None else None
+        left = {ld.args[0] for v in (value, smask, *(b for _, b in binds)) if v is not None
+                for ld in E.loads_of(v)} & set(self.members)
+        if left:   # a member is stored only if something outside reads it: read it there
+            raise NotFusible(f"reads {sorted(left)} of this kernel from memory")
         out = Prepared(buf, value, p.store_index, p.level, p.reduction_type, binds, smask)
         self.members[buf.name] = out
         return out
@@ -127,10 +131,12 @@ class KernelBuilder:
         if depth > 32:
             raise NotFusible("inlining too deep")
 
-        def repl(x):
+        def repl(x, go):
             if x.op != "load" or x.args[0] not in self.members:
                 return None
-            name, index, mask, ind = x.args
+            # its mask and a gather's index bindings first: they may load members too (a
+            # gather of a gather), and those reads must be resolved like any other
+            name, index, mask, ind = E.rebuilt(x, go).args
             src = self.members[name]
             if src.reduction_type is not None:
                 if mask is not None or ind or not equal(index, src.store_index):
@@ -152,7 +158,7 @@ class KernelBuilder:
                 v = E.with_mask(v, mask)
             return v if v.dtype == x.dtype else E.cast(v, x.dtype)
 
-        return E.replace_values(value, repl)
+        return E.rebuild(value, repl)
 
 
 def uses_rindex(v: E.Value) -> bool:

@@ -311,6 +311,33 @@ def test_as_strided_scatter_gradient_example():
     assert x.grad.tolist() == [0, 2, 0, 4] and y.grad.tolist() == [1, 3]
 
 
+def test_as_strided_scatter_of_a_written_view_input_at_an_offset():
+    # the input is a view at storage offset 2 that the graph also writes: AOTAutograd traces
+    # it through a clone at offset 0, where the view's absolute offset must still count from
+    # the input's first element (it counted from the clone's: the zero landed two places on)
+    def fn(a, b):
+        out = torch.as_strided_scatter(a, b * 1.0, (2,), (2,), a.storage_offset() + 3) * 1.0
+        a.zero_()
+        return out
+
+    def ref(a, b):
+        out = a.clone()
+        out.as_strided((2,), (2,), 3).copy_(b * 1.0)
+        a.zero_()
+        return out * 1.0
+
+    base, b = g(12), g(2)
+    sbase, sb = base.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    out = torch.compile(fn, backend="solder")(sbase.clone()[2:10], sb)
+    exp = ref(base.clone()[2:10], b)
+    assert_same(out, exp)
+    up = torch.randn_like(exp)
+    out.backward(up)
+    exp.backward(up)
+    assert_same(sbase.grad, base.grad)
+    assert_same(sb.grad, b.grad)
+
+
 def _writes_through_views(a, y):
     x = a * 2
     x[:, 1] = y
@@ -454,6 +481,19 @@ def test_zero_dim_gathers_and_their_gradients():
     report = check(lambda a, b: torch.scatter_add(a, 0, T(0), b),
                    torch.randn((), requires_grad=True), torch.randn((), requires_grad=True), grad=True)
     assert not report.fallbacks
+
+
+def test_a_gather_whose_index_is_gathered_from_a_scatter_reads_computed_values():
+    # the index of the outer gather is itself loaded from the scatter's result: that inner
+    # read (inside the load's index binding) must resolve to the fused scatter too; it was left
+    # a read of a buffer the kernel never stored (an unbound name in the wrapper)
+    def f(a):
+        v = torch.scatter(a, 0, torch.tensor([0], device=a.device), 3)
+        g = torch.gather(v, -1, torch.tensor([0], device=a.device))
+        return g[g.unfold(-1, 1, 2).remainder(1)]
+    check(f, T([-6], dtype=torch.int32))
+    check(lambda a, i: (a * 2)[torch.gather(a * 3, 0, i).long() % 4],
+          T([1, 2, 3, 5]), T([3, 0, 2]))
 
 
 # --- CPU tensors inside a GPU graph --------------------------------------------------------------

@@ -31,3 +31,46 @@ def test_call_sites_share_configs_but_not_plans():
     site = r.for_call_site()
     assert site.configs is r.configs and site.fast is r.fast
     assert site.plans is not r.plans
+
+
+class _FailsWithManyWarps:
+    """A stand-in JIT function whose compile fails in Triton's layout passes above one warp."""
+
+    def __init__(self):
+        self.warps = []
+
+    def __getitem__(self, grid):
+        def launch(*args, num_warps, **cfg):
+            self.warps.append(num_warps)
+            if num_warps > 1:
+                raise RuntimeError("PassManager::run failed")
+            return None
+        return launch
+
+
+def test_a_kernel_that_fails_in_the_layout_passes_compiles_again_with_fewer_warps():
+    r = _runner()
+    r.interp = False   # (the interpreter path compiles nothing)
+    r.fn = _FailsWithManyWarps()
+    r.configs[(64, 1)] = {"XBLOCK": 64, "num_warps": 4}
+    r._launch({"XBLOCK": 64, "num_warps": 4}, (torch.empty(64), 3, torch.empty(64), 64), 64,
+              key=(64, 1))
+    assert r.fn.warps == [4, 2, 1]
+    assert r.configs[(64, 1)]["num_warps"] == 1 and r.stats["compile_retries"] == 2
+
+
+def test_a_front_end_error_is_not_retried():
+    from solder.runtime.launch import KernelCompileError
+    r = _runner()
+    r.interp = False
+
+    class Broken:
+        def __getitem__(self, grid):
+            def launch(*args, **cfg):
+                raise RuntimeError("CompilationError: bad source")
+            return launch
+    r.fn = Broken()
+    import pytest
+    with pytest.raises(KernelCompileError, match="bad source"):
+        r._launch({"XBLOCK": 64, "num_warps": 4}, (torch.empty(64), 3, torch.empty(64), 64), 64,
+                  key=(64, 1))
