@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
+from torch._prims_common import suggest_memory_format
 
 from .grid_sample import grid_sampler_3d, grid_sampler_backward
 from .ranges import linspace
@@ -341,6 +342,21 @@ def _repeat(self, repeats):
         memory_format=torch.contiguous_format).reshape(out)
 
 
+_TORCH_ADAPTIVE_AVG_POOL = get_decompositions([aten._adaptive_avg_pool2d])[
+    aten._adaptive_avg_pool2d.default]
+
+
+def _adaptive_avg_pool2d(self, output_size):
+    """PyTorch's decomposition (windows gathered, then a mean), in eager's memory format:
+    eager's result follows its input's (channels-last for a channels-last input), the mean of
+    the gathered windows is contiguous."""
+    out = _TORCH_ADAPTIVE_AVG_POOL(self, output_size)
+    fmt = suggest_memory_format(self)
+    if self.dim() == 4 and fmt == torch.channels_last and not out.is_contiguous(memory_format=fmt):
+        out = out.contiguous(memory_format=fmt)
+    return out
+
+
 _TORCH_VECTOR_NORM = get_decompositions([aten.linalg_vector_norm])[aten.linalg_vector_norm.default]
 _MOMENTS = {getattr(packet, name): (own, get_decompositions([packet])[getattr(packet, name)])
             for packet, own in ((aten.var_mean, _var_mean), (aten.var, _var),
@@ -352,6 +368,7 @@ OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.defau
        aten.xlogy.Scalar_Other: _xlogy_scalar_other,
        aten.index_add.default: _index_add,
        aten.linalg_vector_norm.default: _vector_norm,
+       aten._adaptive_avg_pool2d.default: _adaptive_avg_pool2d,
        **{op: _real_only(op, own, theirs) for op, (own, theirs) in _MOMENTS.items()},
        aten.index_fill.int_Scalar: _index_fill, aten.index_fill.int_Tensor: _index_fill,
        aten.index_reduce.default: _index_reduce, aten.linspace.default: linspace,

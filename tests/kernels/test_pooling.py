@@ -103,6 +103,16 @@ def test_adaptive_avg_pool2d_gradient_lowered(out):
     assert not report.fallbacks, report.fallbacks
 
 
+@pytest.mark.parametrize("out", [(1, 2), 3])
+def test_adaptive_avg_pool2d_of_a_channels_last_input_is_channels_last(out):
+    # eager's result takes its input's memory format; the gathered windows' mean of PyTorch's
+    # decomposition is contiguous (fuzz seed 271025)
+    x = torch.randn(2, 3, 4, 6).contiguous(memory_format=torch.channels_last)
+    fn = lambda x: F.adaptive_avg_pool2d(x * 2, out)   # noqa: E731
+    check(fn, x)
+    assert torch.compile(fn, backend="solder")(x).stride() == fn(x).stride()
+
+
 @pytest.mark.parametrize("out", [1, (2, 3)])
 def test_adaptive_max_pool_global_or_evenly_divided_is_generated_code(out):
     # global max pooling and windows that divide the input evenly are max pools (PyTorch's
