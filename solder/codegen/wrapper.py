@@ -318,8 +318,14 @@ class WrapperGen:
             # alias an input or each other AOTAutograd regenerates itself, except in an
             # inference graph, which returns a view of another output as it is: there it is a
             # real view (its ._base that output, as eager's; a later graph that writes into
-            # one of them takes the two for a base and its view)
+            # one of them takes the two for a base and its view). A view of an input is a real
+            # view too: AOTAutograd does not regenerate one made by a multi-output view op
+            # (``unbind``, ``split``) and returns ours, which a later graph that takes it and
+            # its input (and writes one) must see as a view (fuzz seed 274809)
             geometry = f"{self._tuple(lay.size)}, {self._tuple(lay.stride)}, {self.p(lay.offset)}"
+            if isinstance(buf, InputBuffer):   # (an input may start anywhere in its storage)
+                return (f"{o.buffer}.as_strided({self._tuple(lay.size)}, {self._tuple(lay.stride)}"
+                        f", {o.buffer}.storage_offset() + {self.p(lay.offset)})")
             if self.graph.kind == "inference" and o.buffer in self._whole_outputs():
                 return f"{o.buffer}.as_strided({geometry})"
             return f"R({o.buffer}, {geometry})"

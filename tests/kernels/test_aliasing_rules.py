@@ -283,3 +283,49 @@ def test_an_output_viewing_another_output_is_its_view_and_a_later_graph_may_writ
         return v.view(-1), v
     flat, whole = torch.compile(views, backend="solder")(torch.randn(2, 3))
     assert flat._base is whole
+
+
+def test_a_multi_output_view_of_an_input_is_its_view_in_a_training_graph():
+    # seed 274809: AOTAutograd regenerates an output that views an input, except one made by a
+    # multi-output view op (unbind, split): that one is the compiled graph's own. As a
+    # storage-sharing tensor without ._base, a later graph that took it and the input, and
+    # wrote the input, was refused ("non-differentiable view input mutations")
+    def first(a0):
+        return a0.unbind(-1)[0], a0.split(1)[1], a0 * 2
+
+    leaf = torch.randn(2, requires_grad=True)
+    a0 = leaf.clone()
+    u, s, _ = torch.compile(first, backend="solder")(a0)
+    assert u._base is a0 and s._base is a0
+
+    def fn(a0, a1):
+        v0 = a0.unbind(-1)[0]
+        v1 = a0 * 3
+        torch._dynamo.graph_break()   # v0 goes to the next graph beside a0
+        v3 = torch.scatter(a1, -1, torch.tensor([0]), v0.expand(1,))
+        a0.transpose(0, -1).add_(1e-3)
+        return v1 * 1, v3 * 1
+
+    def inputs():
+        g = torch.Generator().manual_seed(0)
+        leaves = [torch.randn(1, generator=g, requires_grad=True) for _ in range(2)]
+        return leaves, [x.clone() for x in leaves]
+
+    (la, ins_c), (lb, ins_e) = inputs(), inputs()
+    out = torch.compile(fn, backend="solder")(*ins_c)
+    ref = fn(*ins_e)
+    for o, r in zip(list(out) + ins_c, list(ref) + ins_e):
+        torch.testing.assert_close(o, r)
+    got = torch.autograd.grad(sum(o.sum() for o in out), la)
+    want = torch.autograd.grad(sum(r.sum() for r in ref), lb)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+
+
+def test_a_multi_output_view_of_an_input_at_an_offset_keeps_its_place():
+    base = torch.randn(8, requires_grad=True)
+    a0 = base.clone()[3:7]          # storage offset 3
+    u, s, _ = torch.compile(lambda a: (a.unbind(-1)[2], a.split(2)[1], a * 2),
+                            backend="solder")(a0)
+    assert u._base is a0._base and u.storage_offset() == 5 and torch.equal(u, a0[2])
+    assert s._base is a0._base and s.storage_offset() == 5 and torch.equal(s, a0[2:])
