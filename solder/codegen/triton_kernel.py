@@ -127,9 +127,12 @@ def _literal(x, dtype) -> str:
             s = "float('inf')" if x > 0 else "float('-inf')"
         else:
             s = repr(float(x))
-        if reg_dtype(dtype) == torch.float64:
-            return f"tl.full([1], {s}, tl.float64)"
-        return f"tl.full([1], {s}, tl.float32)"
+        tl_type = "tl.float64" if reg_dtype(dtype) == torch.float64 else "tl.float32"
+        if x == 0 and math.copysign(1.0, x) < 0:
+            # the interpreter's tl.full drops a zero's sign (5 / -0.0 gave inf); a product
+            # keeps it everywhere (Triton's unary minus is 0 - x, +0.0 again)
+            return f"(tl.full([1], 0.0, {tl_type}) * -1.0)"
+        return f"tl.full([1], {s}, {tl_type})"
     return f"tl.full([1], {int(x)}, {TL_DTYPE[dtype]})"
 
 

@@ -6,6 +6,8 @@ dtype (float32 for float16/bfloat16, as eager's opmath does) and the result to t
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as K
 from torch._prims_common import elementwise_dtypes
@@ -199,6 +201,13 @@ def _add_sub(call: Call, a, b, alpha=1):
 @lowering(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
 def _div(call: Call, a, b, rounding_mode=None):
     if rounding_mode is None:
+        if _scalar_divisor_on_gpu(call, b):
+            # ATen's CUDA kernel multiplies by the reciprocal of a Python number, taken in
+            # double and rounded to the compute type: -0.25 / 1e-3 is -250 there, where the
+            # correctly rounded float32 quotient is -249.99998 (a later truncation to int then
+            # differs by one; fuzz seed 423751)
+            inv = 1.0 / b if b != 0 else math.copysign(math.inf, b)
+            return pointwise(call, "mul", [a, inv], K.INT_TO_FLOAT)
         return pointwise(call, "truediv", [a, b], K.INT_TO_FLOAT)
     name = {"floor": "floordiv", "trunc": "truncdiv"}[rounding_mode]
     if name == "truncdiv" and call.dtype in (torch.float16, torch.bfloat16) and \
@@ -215,6 +224,11 @@ def _div(call: Call, a, b, rounding_mode=None):
                           call.dtype)
         return Virtual(size, call.dtype, call.device, fn, stride=call.stride)
     return pointwise(call, name, [a, b], K.DEFAULT)
+
+
+def _scalar_divisor_on_gpu(call: Call, b) -> bool:
+    return (call.device.type == "cuda" and isinstance(b, (int, float))
+            and not isinstance(b, bool) and call.dtype.is_floating_point)
 
 
 @lowering(aten.floor_divide.default, aten.floor_divide.Scalar)

@@ -49,6 +49,21 @@ def test_rounding_division_at_special_values(op, dtype):
     _same_bits(out, ref, also)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("divisor", [1e-3, 0.3, -7.0, 3, 0.0, -0.0, float("inf"), float("nan")])
+def test_division_by_a_python_number_is_eager_bit_for_bit(dtype, divisor):
+    # on the GPU ATen multiplies by the number's reciprocal (taken in double, rounded to the
+    # compute type): -0.25 / 1e-3 is -250 there and -249.99998 divided correctly rounded, one
+    # unit once truncated (fuzz seed 423751); the CPU divides
+    a, _ = _pairs(dtype)
+    a = torch.cat([a, torch.tensor([-0.25, 0.1, 1.7, -3.3], dtype=dtype)])
+    fn = lambda x: (x / divisor, (x / divisor).nan_to_num(0.0).clamp(-1e4, 1e4).to(torch.int32))  # noqa: E731
+    out = torch.compile(fn, backend="solder")(a.clone())
+    ref = fn(a.clone())
+    _same_bits(out[0], ref[0])
+    assert torch.equal(out[1], ref[1])
+
+
 def test_floor_division_of_infinity_is_nan():
     # inf // 2 is NaN in ATen (fmod(inf, 2) is NaN); floor(inf / 2) would be inf
     fn = lambda a: torch.div(a, 2.0, rounding_mode="floor")  # noqa: E731
