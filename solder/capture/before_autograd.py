@@ -170,6 +170,8 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
         elif node.op == "call_method" and node.target in ("index_put", "index_put_"):
             if _mask_index(_arg(node, 1, "indices")):
                 repl = index_put if node.target == "index_put" else index_put_
+        elif _written_in_another_layout(node):
+            repl = _in_self_layout(_inplace_base_name(node))
         elif node.op == "call_function" and node.target is operator.setitem:
             value = _meta(node.args[2])
             if _mask_index(node.args[1]) and isinstance(value, (torch.Tensor, int, float, bool)):
@@ -180,6 +182,74 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
     if changed:
         gm.recompile()
     return changed
+
+
+# In-place Tensor methods whose out-of-place twin computes the same values: a write into a
+# tensor through an in-place op keeps its memory (eager), but functionalization takes the
+# twin's result as the tensor's new value, laid out as the twin lays it out, and a read after
+# the write (or the base regenerated from a written view) then has another layout. Written as
+# ``self.copy_(twin(...))`` the new value has self's layout (``copy``'s result is laid out as
+# its destination). Only where the layouts differ: elsewhere the graph is left as it was.
+_NOT_VALUE_WRITES = {"copy_", "set_", "resize_", "resize_as_", "requires_grad_", "detach_",
+                     "share_memory_", "retain_grad_", "record_stream_", "rename_", "refine_names_",
+                     "align_to_", "as_strided_", "squeeze_", "unsqueeze_", "t_", "transpose_",
+                     "swapdims_", "swapaxes_", "fill_", "zero_", "uniform_", "normal_",
+                     "random_", "bernoulli_", "exponential_", "geometric_", "log_normal_",
+                     "cauchy_", "index_put_", "apply_", "map_", "map2_"}
+_INPLACE_OPERATORS = {operator.iadd: "add", operator.isub: "sub", operator.imul: "mul",
+                      operator.itruediv: "div"}
+_IN_SELF_LAYOUT: dict = {}
+
+
+def _inplace_base_name(node):
+    if node.op == "call_function":
+        return _INPLACE_OPERATORS.get(node.target)
+    if node.op != "call_method" or not isinstance(node.target, str):
+        return None
+    name = node.target
+    if not name.endswith("_") or name.startswith("_") or name in _NOT_VALUE_WRITES:
+        return None
+    return name[:-1] if callable(getattr(torch.Tensor, name[:-1], None)) else None
+
+
+def _in_self_layout(base: str):
+    fn = _IN_SELF_LAYOUT.get(base)
+    if fn is None:
+        def fn(self, *args, **kwargs):
+            return self.copy_(getattr(self, base)(*args, **kwargs))
+        fn.__name__ = f"{base}_in_self_layout"
+        _IN_SELF_LAYOUT[base] = fn
+    return fn
+
+
+def _written_in_another_layout(node) -> bool:
+    """Whether an in-place op's out-of-place twin lays its result out otherwise than self."""
+    base = _inplace_base_name(node)
+    if base is None or not node.args:
+        return False
+    self, out = _meta(node.args[0]), _meta(node)
+    if not (isinstance(self, torch.Tensor) and isinstance(out, torch.Tensor)
+            and getattr(self, "fake_mode", None) is not None and self.dim() >= 2):
+        return False
+    if _symbolic_layout(self) or tuple(out.shape) != tuple(self.shape) or \
+            tuple(out.stride()) != tuple(self.stride()):
+        return False   # (an in-place view op, or sizes only known at run time)
+    args = [_meta(a) for a in node.args[1:]]
+    kwargs = {k: _meta(v) for k, v in node.kwargs.items()}
+    if any(isinstance(a, fx.Node) for a in (*args, *kwargs.values())):
+        return False   # (an argument without an example value: a list of nodes, say)
+    try:
+        with self.fake_mode:
+            twin = getattr(self, base)(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - the write is left as it is
+        return False
+    if not isinstance(twin, torch.Tensor) or tuple(twin.shape) != tuple(self.shape):
+        return False
+    return any(n > 1 and a != b for n, a, b in zip(self.shape, self.stride(), twin.stride()))
+
+
+def _symbolic_layout(t) -> bool:
+    return any(isinstance(d, torch.SymInt) for d in (*t.shape, *t.stride()))
 
 
 def _dense_start(node):
