@@ -19,6 +19,11 @@ right, no data-dependent shapes, every in-place op one that functionalization kn
   ``d not in dim`` where every reduced dim has size 1, so ``dim=(-2, 1)`` of a (1, 1) tensor gave
   shape (1,) where eager's is (), and AOTAutograd's backward then expected a gradient of that
   shape (Solder's own decomposition fixes the forward's trace, not the metadata pass).
+- An in-place op whose out-of-place twin lays its result out otherwise than the tensor it
+  writes (``a.mT.masked_fill_(...)``: the twin's result is contiguous for the transposed view)
+  becomes ``a.copy_(twin(a.clone(), ...))``: functionalization takes the written value for the
+  tensor's new one, and reads after the write would see the twin's layout where eager's
+  memory kept its own.
 - ``polygamma_``: its schema takes ``(self, n)`` where ``polygamma`` takes ``(n, self)``, so
   functionalization does not recognise it as polygamma's in-place form and refuses it (as a
   custom op returning an alias). It becomes ``a.copy_(polygamma(n, a))``.
@@ -188,7 +193,7 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
 # tensor through an in-place op keeps its memory (eager), but functionalization takes the
 # twin's result as the tensor's new value, laid out as the twin lays it out, and a read after
 # the write (or the base regenerated from a written view) then has another layout. Written as
-# ``self.copy_(twin(...))`` the new value has self's layout (``copy``'s result is laid out as
+# ``self.copy_(twin(self.clone(), ...))`` the new value has self's layout (``copy``'s result is laid out as
 # its destination). Only where the layouts differ: elsewhere the graph is left as it was.
 _NOT_VALUE_WRITES = {"copy_", "set_", "resize_", "resize_as_", "requires_grad_", "detach_",
                      "share_memory_", "retain_grad_", "record_stream_", "rename_", "refine_names_",
@@ -216,7 +221,9 @@ def _in_self_layout(base: str):
     fn = _IN_SELF_LAYOUT.get(base)
     if fn is None:
         def fn(self, *args, **kwargs):
-            return self.copy_(getattr(self, base)(*args, **kwargs))
+            # (the twin of a clone: a twin that saves its input for the backward must not
+            # save the tensor the copy then overwrites, which autograd would refuse)
+            return self.copy_(getattr(self.clone(), base)(*args, **kwargs))
         fn.__name__ = f"{base}_in_self_layout"
         _IN_SELF_LAYOUT[base] = fn
     return fn
