@@ -385,10 +385,33 @@ OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.defau
        aten.replication_pad3d_backward.default: _replication_pad_backward(3)}
 
 
+def _in_input_format(decomposition):
+    """A batch norm's decomposition whose result is laid out as eager's kernels lay it out:
+    in the input's suggested memory format (contiguous for a transposed input, where the
+    decomposition's arithmetic keeps the input's strides; a later ``.view(-1)`` of eager's
+    result works, of the transposed one it raises: fuzz seed 271053)."""
+    def batch_norm(input, *args, **kwargs):
+        out = decomposition(input, *args, **kwargs)
+        fmt = suggest_memory_format(input)
+        if isinstance(out, (tuple, list)) and out and not out[0].is_contiguous(memory_format=fmt):
+            out = (out[0].contiguous(memory_format=fmt), *out[1:])
+        return out
+    return batch_norm
+
+
+_BATCH_NORMS = (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default,
+                aten._native_batch_norm_legit_no_training.default,
+                aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
+                aten._batch_norm_with_update_functional.default)
+
+
 def solder_decompositions() -> dict:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(EXTRA))
     table.update(OWN)
+    for op in _BATCH_NORMS:
+        if op in table:
+            table[op] = _in_input_format(table[op])
     for packet in KEEP:
         for name in packet.overloads():
             table.pop(getattr(packet, name), None)

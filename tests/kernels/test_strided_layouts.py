@@ -138,3 +138,23 @@ def test_index_fill_of_a_non_dense_input_keeps_eagers_layout(make):
     ref = fn(a0, index)
     assert torch.equal(out, ref)
     assert out.stride() == ref.stride()
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_of_a_transposed_input_is_laid_out_as_eager(training):
+    # fuzz seed 271053: eager's kernels lay the result out in the input's suggested memory
+    # format (contiguous here), the decomposition kept the input's transposed strides, and a
+    # later .view(-1) of it (after a graph break: Dynamo fakeifies the real result) raised
+    def fn(a, w):
+        out = torch.nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), w, None,
+                                             training=training)
+        return out, out * 2
+
+    a = torch.randn(4, 4)[:, ::2].permute(1, 0).contiguous().t()    # (4, 2), strides (1, 4)
+    w = torch.randn(2)
+    out = torch.compile(fn, backend="solder")(a, w)
+    ref = fn(a, w)
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r)
+        assert o.stride() == r.stride()
+    assert out[0].view(-1).shape == (8,)
