@@ -302,13 +302,15 @@ def test_a_multi_output_view_of_an_input_is_its_view_in_a_training_graph():
         v0 = a0.unbind(-1)[0]
         v1 = a0 * 3
         torch._dynamo.graph_break()   # v0 goes to the next graph beside a0
-        v3 = torch.scatter(a1, -1, torch.tensor([0]), v0.expand(1,))
+        v3 = torch.scatter(a1, -1, torch.tensor([0], device=a1.device), v0.expand(1,))
         a0.transpose(0, -1).add_(1e-3)
         return v1 * 1, v3 * 1
 
     def inputs():
         g = torch.Generator().manual_seed(0)
-        leaves = [torch.randn(1, generator=g, requires_grad=True) for _ in range(2)]
+        dev = torch.get_default_device()   # (a CPU generator draws on the CPU)
+        leaves = [torch.randn(1, generator=g, device="cpu").to(dev).requires_grad_()
+                  for _ in range(2)]
         return leaves, [x.clone() for x in leaves]
 
     (la, ins_c), (lb, ins_e) = inputs(), inputs()
@@ -338,13 +340,15 @@ def _masked_fill_through_transpose(a):
 
 def _index_add_through_transpose(a):
     v = torch.nn.functional.pad(a * 3, (0, 2))
-    v.mT.index_add_(0, torch.tensor([1]), torch.ones(1, v.shape[-2]))   # seed 271975
+    v.mT.index_add_(0, torch.tensor([1], device=a.device),
+                    torch.ones(1, v.shape[-2], device=a.device))   # seed 271975
     return v + 1
 
 
 def _scatter_through_t(a):
-    a.t().scatter_(0, torch.tensor([[1, 0, 0]]), torch.full((1, 3), 0.5))   # seed 441439
-    return torch.div(torch.ones(3, 2), a, rounding_mode="floor")
+    a.t().scatter_(0, torch.tensor([[1, 0, 0]], device=a.device),
+                   torch.full((1, 3), 0.5, device=a.device))   # seed 441439
+    return torch.div(torch.ones(3, 2, device=a.device), a, rounding_mode="floor")
 
 
 @pytest.mark.parametrize("fn", [_masked_fill_through_transpose, _index_add_through_transpose,

@@ -146,7 +146,8 @@ def test_batch_norm_of_a_transposed_input_is_laid_out_as_eager(training):
     # format (contiguous here), the decomposition kept the input's transposed strides, and a
     # later .view(-1) of it (after a graph break: Dynamo fakeifies the real result) raised
     def fn(a, w):
-        out = torch.nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), w, None,
+        out = torch.nn.functional.batch_norm(a, torch.zeros(2, device=a.device),
+                                             torch.ones(2, device=a.device), w, None,
                                              training=training)
         return out, out * 2
 
