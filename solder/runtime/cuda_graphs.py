@@ -381,7 +381,7 @@ def wrap(compiled: Any, gm: fx.GraphModule, kind: str, name: str, config,
     if kind != "inference" and not config.cuda_graph_training:
         if report is not None:
             report.cuda_graphs = (f"not replayed: a {kind} graph (training graphs replay with "
-                                  f"cuda_graph_training=True, not yet measured on a GPU)")
+                                  f"cuda_graph_training=True, not yet benchmarked on a GPU)")
         return compiled
     kept, in_place = set(), set()
     if kind == "forward":   # what the backward takes is handed out from the recording
