@@ -250,7 +250,10 @@ def _written_in_another_layout(node) -> bool:
             twin = getattr(self, base)(*args, **kwargs)
     except Exception:  # noqa: BLE001 - the write is left as it is
         return False
-    if not isinstance(twin, torch.Tensor) or tuple(twin.shape) != tuple(self.shape):
+    if not isinstance(twin, torch.Tensor) or tuple(twin.shape) != tuple(self.shape) or \
+            twin.dtype != self.dtype:
+        # (a twin of another dtype, ``logical_not`` of a float tensor, is not the in-place
+        # op's autograd: eager's in-place logical op has no derivative, a copy_ has one)
         return False
     return any(n > 1 and a != b for n, a, b in zip(self.shape, self.stride(), twin.stride()))
 

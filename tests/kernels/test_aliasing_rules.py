@@ -363,3 +363,28 @@ def test_a_tensor_written_through_a_view_keeps_its_layout_for_later_reads(fn):
     ref = fn(x.clone())
     torch.testing.assert_close(out, ref)
     assert out.stride() == ref.stride()
+
+
+@pytest.mark.parametrize("write", [
+    lambda a: a.mT.logical_not_(),                 # seeds 311064, 312400
+    lambda a: a[:, ::2].logical_not_(),            # seed 311160
+    lambda a: a.unbind(1)[1][1:].logical_not_(),   # seed 311907: a multi-output view
+], ids=["transposed", "strided", "unbind"])
+def test_an_in_place_op_of_another_result_dtype_keeps_eagers_autograd(write):
+    # logical_not_ of a float tensor writes 0 and 1 and has no derivative; the layout rewrite
+    # above, whose copy_ has one, must leave it alone (the gradient came out 0 where eager's is
+    # NaN, and autograd refused the copy into a multi-output view that eager writes)
+    def fn(a):
+        write(a)
+        return a * 2
+
+    leaf = torch.randn(4, 3, requires_grad=True)
+    outs = []
+    for f in (fn, torch.compile(fn, backend="solder")):
+        leaf.grad = None
+        a = leaf.clone()
+        out = f(a)
+        out.sum().backward()
+        outs.append((out.detach(), leaf.grad.clone()))
+        torch._dynamo.reset()
+    torch.testing.assert_close(outs[1], outs[0], equal_nan=True)
