@@ -119,9 +119,10 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
             jittered = run(*args, grad=cfg.grad, jitter=jitter_of(floor))
         except Exception:  # noqa: BLE001 - then eager's sensitivity excuses nothing
             jittered = None
-        # two draws of the rounding noise: one alone underestimates the move now and then
+        # two draws of the rounding noise (one alone underestimates the move now and then),
+        # and every rounding moved down, then up (a sum of many cancels random moves)
         try:
-            noisy = [run(*args, grad=cfg.grad, noise=k) for k in (1, 2)]
+            noisy = [run(*args, grad=cfg.grad, noise=k) for k in (1, 2, "down", "up")]
         except Exception:  # noqa: BLE001 - then eager's rounding noise excuses nothing
             noisy = None
         other = run_on_cpu(*args, grad=cfg.grad) if cfg.device == "cuda" else None

@@ -414,3 +414,30 @@ def test_the_corrected_run_computes_batch_norm_as_eagers_cuda_kernel():
     torch.testing.assert_close(rv, rv2)
     evaluated = _batch_norm_as_cuda_computes(x.permute(0, 1, 2), rm, rv, w, b)
     torch.testing.assert_close(evaluated, F.batch_norm(x, rm, rv, w, b))
+
+
+def test_rounding_moved_all_one_way_tips_a_sum_on_an_integer_boundary():
+    # fuzz seed 444225: int(sum(softmax(x))) is 1 in eager and 0 where the sum comes out
+    # 0.99999994; random moves of each rounding cancel in the sum as often as not, every
+    # rounding moved down tips it, and the verdict then accepts the compiled 0
+    from solder.fuzz.execute import RoundingNoise, run
+
+    x = torch.randn(5, generator=torch.Generator().manual_seed(2))   # sums to 1 + 2e-8
+
+    def fn(a):
+        return (torch.softmax(a, 0).sum(0, dtype=torch.float64).to(torch.int32),)
+
+    def make_inputs(up=False, grad=False):
+        return [x.double() if up else x.clone()], [], []
+
+    eager = run(fn, make_inputs, {}, 0)
+    assert eager[0].tensor.item() == 1
+    down = run(fn, make_inputs, {}, 0, noise="down")
+    assert down[0].tensor.item() == 0
+    compiled = [Observed(o.label, torch.zeros_like(o.tensor)) if o.label == "output 0" else o
+                for o in eager]
+    assert verdict(eager, compiled, noisy=[down]) == []
+    assert verdict(eager, compiled) != []
+    with RoundingNoise(direction=1):
+        up = x * 3
+    assert torch.equal(up, ((x * 3).double() * (1 + torch.finfo(torch.float32).eps)).float())
