@@ -258,7 +258,8 @@ class KernelRunner:
             where = f" (generated source: {self.dump_path})" if self.dump_path else ""
             raise KernelCompileError(
                 f"Solder kernel {self.src.name} of graph {self.graph_name} failed to compile or "
-                f"launch{where}: {type(e).__name__}: {e}\n--- kernel source ---\n{self.src.source}"
+                f"launch{where}: {type(e).__name__}: {e}{_foreign_kernels(self.fn, e)}"
+                f"\n--- kernel source ---\n{self.src.source}"
             ) from e
         if key is not None and not self.interp and _fast_launch_ok(kernel):
             self.fast[(key, _specialization(args))] = kernel
@@ -377,6 +378,27 @@ def _specialization(args) -> tuple:
 _DTYPE_NAMES = {d: str(d) for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64,
                                     torch.int64, torch.int32, torch.int16, torch.int8,
                                     torch.uint8, torch.bool)}
+
+
+def _foreign_kernels(fn, e: Exception) -> str:
+    """For a launcher that takes another number of arguments than the kernel's (seen a few
+    times in long-lived processes, never reproduced alone: docs/fuzz-runs.md): which compiled
+    kernels the JIT function holds, so that the report says whose binary it was."""
+    if not (isinstance(e, TypeError) and "arguments" in str(e)):
+        return ""
+    try:
+        held = []
+        for device, caches in getattr(fn, "device_caches", {}).items():
+            for key, kernel in caches[0].items():
+                src = getattr(kernel, "src", None)
+                held.append(f"{getattr(kernel, 'name', '?')} "
+                            f"({len(getattr(src, 'signature', {}))} parameters, from "
+                            f"{getattr(getattr(src, 'fn', None), 'module', '?')})")
+        return (f" [the JIT function {getattr(fn, 'module', '?')}.{getattr(fn, '__name__', '?')} "
+                f"with {len(getattr(fn, 'arg_names', []))} parameters holds: "
+                f"{'; '.join(held) or 'nothing'}]")
+    except Exception as err:  # noqa: BLE001 - a report's detail, never a second error
+        return f" [its compiled kernels could not be listed: {err}]"
 
 
 def _layout_passes_failed(e: Exception) -> bool:

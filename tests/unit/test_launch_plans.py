@@ -74,3 +74,27 @@ def test_a_front_end_error_is_not_retried():
     with pytest.raises(KernelCompileError, match="bad source"):
         r._launch({"XBLOCK": 64, "num_warps": 4}, (torch.empty(64), 3, torch.empty(64), 64), 64,
                   key=(64, 1))
+
+
+def test_a_launcher_arity_error_names_the_kernels_the_jit_function_holds():
+    from types import SimpleNamespace
+
+    from solder.runtime.launch import KernelCompileError
+    r = _runner()
+    r.interp = False
+    held = SimpleNamespace(name="k7", src=SimpleNamespace(signature={"a": "*fp32"},
+                                                          fn=SimpleNamespace(module="other")))
+
+    class Confused:
+        module, __name__, arg_names = "mine", "k0", ["a", "s", "b", "n"]
+        device_caches = {0: ({"key": held}, {}, None, None, None)}
+
+        def __getitem__(self, grid):
+            def launch(*args, **cfg):
+                raise TypeError("function takes exactly 14 arguments (17 given)")
+            return launch
+    r.fn = Confused()
+    import pytest
+    with pytest.raises(KernelCompileError, match=r"4 parameters holds: k7 \(1 parameters, from other\)"):
+        r._launch({"XBLOCK": 64, "num_warps": 4}, (torch.empty(64), 3, torch.empty(64), 64), 64,
+                  key=(64, 1))
