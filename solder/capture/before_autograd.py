@@ -193,8 +193,9 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
 # tensor through an in-place op keeps its memory (eager), but functionalization takes the
 # twin's result as the tensor's new value, laid out as the twin lays it out, and a read after
 # the write (or the base regenerated from a written view) then has another layout. Written as
-# ``self.copy_(twin(self.clone(), ...))`` the new value has self's layout (``copy``'s result is laid out as
-# its destination). Only where the layouts differ: elsewhere the graph is left as it was.
+# ``self.copy_(twin(self.clone(), ...))`` the new value has self's layout (``copy``'s result is
+# laid out as its destination). Only where the layouts differ: elsewhere the graph is left as
+# it was.
 _NOT_VALUE_WRITES = {"copy_", "set_", "resize_", "resize_as_", "requires_grad_", "detach_",
                      "share_memory_", "retain_grad_", "record_stream_", "rename_", "refine_names_",
                      "align_to_", "as_strided_", "squeeze_", "unsqueeze_", "t_", "transpose_",

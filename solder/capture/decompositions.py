@@ -342,19 +342,23 @@ def _repeat(self, repeats):
         memory_format=torch.contiguous_format).reshape(out)
 
 
-_TORCH_ADAPTIVE_AVG_POOL = get_decompositions([aten._adaptive_avg_pool2d])[
-    aten._adaptive_avg_pool2d.default]
-
-
-def _adaptive_avg_pool2d(self, output_size):
-    """PyTorch's decomposition (windows gathered, then a mean), in eager's memory format:
-    eager's result follows its input's (channels-last for a channels-last input), the mean of
-    the gathered windows is contiguous."""
-    out = _TORCH_ADAPTIVE_AVG_POOL(self, output_size)
-    fmt = suggest_memory_format(self)
-    if self.dim() == 4 and fmt == torch.channels_last and not out.is_contiguous(memory_format=fmt):
-        out = out.contiguous(memory_format=fmt)
-    return out
+def _in_input_format(decomposition):
+    """``decomposition`` with its result (or its first result) laid out as eager's kernels lay
+    it out: in the input's suggested memory format. Eager's adaptive average pool and batch
+    norms follow the input's format (channels-last in, channels-last out; contiguous for a
+    transposed input); PyTorch's decompositions of them do not (the mean of gathered windows
+    is contiguous, fuzz seed 271025; a batch norm's arithmetic keeps a transposed input's
+    strides, and a later ``.view(-1)`` of it raised, seed 271053). A copy only where the
+    formats differ."""
+    def in_input_format(input, *args, **kwargs):
+        out = decomposition(input, *args, **kwargs)
+        fmt = suggest_memory_format(input)
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        if first.is_contiguous(memory_format=fmt):
+            return out
+        first = first.contiguous(memory_format=fmt)
+        return (first, *out[1:]) if isinstance(out, (tuple, list)) else first
+    return in_input_format
 
 
 _TORCH_VECTOR_NORM = get_decompositions([aten.linalg_vector_norm])[aten.linalg_vector_norm.default]
@@ -368,7 +372,6 @@ OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.defau
        aten.xlogy.Scalar_Other: _xlogy_scalar_other,
        aten.index_add.default: _index_add,
        aten.linalg_vector_norm.default: _vector_norm,
-       aten._adaptive_avg_pool2d.default: _adaptive_avg_pool2d,
        **{op: _real_only(op, own, theirs) for op, (own, theirs) in _MOMENTS.items()},
        aten.index_fill.int_Scalar: _index_fill, aten.index_fill.int_Tensor: _index_fill,
        aten.index_reduce.default: _index_reduce, aten.linspace.default: linspace,
@@ -385,31 +388,19 @@ OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.defau
        aten.replication_pad3d_backward.default: _replication_pad_backward(3)}
 
 
-def _in_input_format(decomposition):
-    """A batch norm's decomposition whose result is laid out as eager's kernels lay it out:
-    in the input's suggested memory format (contiguous for a transposed input, where the
-    decomposition's arithmetic keeps the input's strides; a later ``.view(-1)`` of eager's
-    result works, of the transposed one it raises: fuzz seed 271053)."""
-    def batch_norm(input, *args, **kwargs):
-        out = decomposition(input, *args, **kwargs)
-        fmt = suggest_memory_format(input)
-        if isinstance(out, (tuple, list)) and out and not out[0].is_contiguous(memory_format=fmt):
-            out = (out[0].contiguous(memory_format=fmt), *out[1:])
-        return out
-    return batch_norm
-
-
-_BATCH_NORMS = (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default,
-                aten._native_batch_norm_legit_no_training.default,
-                aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
-                aten._batch_norm_with_update_functional.default)
+# decompositions whose result takes the input's memory format (``_in_input_format``)
+_IN_INPUT_FORMAT = (aten._adaptive_avg_pool2d.default, aten.native_batch_norm.default,
+                    aten._native_batch_norm_legit_functional.default,
+                    aten._native_batch_norm_legit_no_training.default,
+                    aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
+                    aten._batch_norm_with_update_functional.default)
 
 
 def solder_decompositions() -> dict:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(EXTRA))
     table.update(OWN)
-    for op in _BATCH_NORMS:
+    for op in _IN_INPUT_FORMAT:
         if op in table:
             table[op] = _in_input_format(table[op])
     for packet in KEEP:

@@ -274,11 +274,6 @@ def index_exprs(v: Value) -> list:
     return out
 
 
-def replace_values(v: Value, f) -> Value:
-    """Rebuild ``v`` bottom-up; ``f(x)`` returns a replacement for ``x`` or None to keep it."""
-    return rebuild(v, lambda x, go: f(x))
-
-
 def rebuild(v: Value, visit) -> Value:
     """Rebuild ``v`` bottom-up, each value once. ``visit(x, go)`` returns a replacement for ``x``
     (``go`` rebuilds a child) or None to keep ``x`` with its children rebuilt."""
