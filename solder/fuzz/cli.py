@@ -19,10 +19,12 @@ import time
 from typing import Optional
 
 from .program import Program
-from .run import (CONTROL_ERROR, CONTROL_WRONG, CRASH, EAGER_REJECTED, ERROR, PASS, TIMEOUT,
-                  WRONG, Outcome, RunConfig)
+from .run import (CONTROL_ERROR, CONTROL_WRONG, CRASH, EAGER_CRASH, EAGER_REJECTED, ERROR, PASS,
+                  TIMEOUT, WRONG, Outcome, RunConfig)
 
-KINDS = (PASS, WRONG, ERROR, CONTROL_WRONG, CONTROL_ERROR, TIMEOUT, CRASH, EAGER_REJECTED)
+KINDS = (PASS, WRONG, ERROR, CONTROL_WRONG, CONTROL_ERROR, TIMEOUT, CRASH, EAGER_REJECTED,
+         EAGER_CRASH)
+NOT_PROGRAMS = (EAGER_REJECTED, EAGER_CRASH)   # seeds with no program eager runs
 FAILURES = (WRONG, ERROR, TIMEOUT, CRASH)
 
 
@@ -183,7 +185,7 @@ class Report:
 
     def summary(self) -> str:
         c = self.counts
-        programs = sum(c[k] for k in KINDS if k != EAGER_REJECTED)
+        programs = sum(c[k] for k in KINDS if k not in NOT_PROGRAMS)
         mode = "forward and gradients" if self.cfg.grad else "forward"
         unrun = len(self.seeds) - len(self.records)
         ctl = self.cfg.control or "the control"
@@ -197,9 +199,11 @@ class Report:
                  f"{c[CONTROL_WRONG]}, errors {ctl} raises too {c[CONTROL_ERROR]}",
                  f"  draws eager rejected: {self.rejected}"
                  + (f" (and {c[EAGER_REJECTED]} seeds with no program eager runs on "
-                    f"{self.cfg.device})" if c[EAGER_REJECTED] else "")]
+                    f"{self.cfg.device})" if c[EAGER_REJECTED] else "")
+                 + (f"; seeds where eager itself crashed (torch's bug, not compared): "
+                    f"{c[EAGER_CRASH]}" if c[EAGER_CRASH] else "")]
         for kind, title in ((WRONG, "wrong"), (ERROR, "errors"), (TIMEOUT, "timeouts"),
-                            (CRASH, "crashes"),
+                            (CRASH, "crashes"), (EAGER_CRASH, "eager crashed (not compared)"),
                             (CONTROL_WRONG, f"wrong under {self.cfg.control} too (explained)"),
                             (CONTROL_ERROR, f"errors {self.cfg.control} raises too (explained)")):
             rows = [r for s, r in sorted(self.records.items()) if r["kind"] == kind]
@@ -218,7 +222,7 @@ class Report:
         return {"backend": self.cfg.backend, "device": self.cfg.device, "grad": self.cfg.grad,
                 "control": self.cfg.control, "seconds": round(self.seconds, 1),
                 "counts": dict(self.counts, programs=sum(
-                    self.counts[k] for k in KINDS if k != EAGER_REJECTED),
+                    self.counts[k] for k in KINDS if k not in NOT_PROGRAMS),
                     rejected_draws=self.rejected,
                     unrun=len(self.seeds) - len(self.records)),
                 "programs": [self.records[s] for s in sorted(self.records)]}

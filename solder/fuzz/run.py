@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 import time
 import traceback
 import warnings
@@ -21,6 +22,11 @@ from .program import Program
 PASS, WRONG, ERROR, CONTROL_ERROR = "pass", "wrong", "error", "control_error"
 CONTROL_WRONG = "control_wrong"     # wrong, and the control backend is wrong the same way
 EAGER_REJECTED, TIMEOUT, CRASH = "eager_rejected", "timeout", "crash"
+EAGER_CRASH = "eager_crash"         # the worker died before the backend ran: eager's own crash
+# written to the worker's stderr just before the backend first runs: a worker that dies with
+# no such line since the job began died in eager (torch 2.11's CPU backward segfaults on fuzz
+# seed 450272's draw), not in the backend under test
+COMPILING_MARK = "solder-fuzz: the backend runs now"
 
 
 @dataclasses.dataclass
@@ -133,6 +139,7 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
             except Exception:  # noqa: BLE001 - then only eager's values are accepted
                 fixed = None
         torch._dynamo.reset()
+        print(COMPILING_MARK, file=sys.stderr, flush=True)
         try:
             comp = run(*args, backend=cfg.backend, grad=cfg.grad)
         except Exception as err:  # noqa: BLE001 - the backend raised where eager ran

@@ -3,7 +3,7 @@ import os
 
 from solder.fuzz.generate import generate
 from solder.fuzz.program import Program, Stmt
-from solder.fuzz.run import CRASH, PASS, TIMEOUT, RunConfig
+from solder.fuzz.run import CRASH, EAGER_CRASH, PASS, TIMEOUT, RunConfig
 from solder.fuzz.workers import Worker, worker_env
 
 
@@ -16,9 +16,16 @@ def test_a_dead_or_hung_worker_is_replaced(tmp_path):
     cfg = RunConfig(backend="aot_eager", device="cpu", control=None)
     worker = Worker(cfg, worker_env("cpu"), str(tmp_path / "w.log"))
     try:
-        died = worker.ask({"program": _with("v0 = a0 + __import__('os')._exit(7)").to_json()}, 120)
-        assert died.kind == CRASH and "exit code 7" in died.detail
+        # dies only when compiled: the backend's crash
+        died = worker.ask({"program": _with(
+            "v0 = a0 + (__import__('os')._exit(7) if torch.compiler.is_compiling() else 1)"
+        ).to_json()}, 120)
+        assert died.kind == CRASH and "exit code 7" in died.detail, died.detail
         assert died.program is not None
+        # dies in eager, before the backend ran: eager's crash, not the backend's
+        eager_died = worker.ask({"program": _with("v0 = a0 + __import__('os')._exit(7)").to_json()},
+                                120)
+        assert eager_died.kind == EAGER_CRASH and "exit code 7" in eager_died.detail
         hung = worker.ask({"program": _with("v0 = a0 + __import__('time').sleep(600)").to_json()}, 5)
         assert hung.kind == TIMEOUT
         fine = worker.ask({"seed": 4}, 120)
