@@ -18,6 +18,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 from ..pipeline import CompileContext, child_answer, compile_graph
 from ..runtime.forked_compile import ForkedWork, available as forked_compile_available
 from .cse import eliminate_common_subexpressions
+from ..ir.nodes import PLAIN_OUTPUTS
 from .decompositions import solder_decompositions
 from .passes import prepare_graph
 from .attention_backends import restricted as attention_backends_restricted
@@ -53,10 +54,28 @@ def _start_compile_workers(config) -> None:
         compile_workers.warm(n)
 
 
+def outputs_without_grad():
+    """The forward graph's output positions of user outputs that do not require grad.
+    AOTAutograd regenerates an output that views another only where both require grad; the
+    others reach the caller as the graph returns them, so a view among them must be a real
+    view (fuzz seed 460140: an int output and its permute, which a later graph wrote through
+    and AOTAutograd refused as inputs sharing memory without being views of each other). The
+    forward returns the mutated inputs first, then the user outputs."""
+    try:
+        meta = torch._guards.TracingContext.try_get().fw_metadata
+        first = meta.num_mutated_inp_runtime_indices
+        return frozenset(first + i for i, info in enumerate(meta.output_info)
+                         if not info.requires_grad)
+    except Exception:  # noqa: BLE001 - then only outputs that can never require grad count
+        return None
+
+
 def _compiler(kind: str, ctx: CompileContext):
     def compile_fn(gm, example_inputs):
         # a backward graph compiles at the first backward, outside the backend call below
         with paused_gc(ctx.config.pause_gc):
+            if kind == "forward":
+                gm.meta[PLAIN_OUTPUTS] = outputs_without_grad()
             prepare_graph(gm)
             compiled = compile_graph(gm, example_inputs, kind, ctx)
         if ctx.config.cuda_graphs:

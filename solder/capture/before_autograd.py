@@ -24,6 +24,12 @@ right, no data-dependent shapes, every in-place op one that functionalization kn
   becomes ``a.copy_(twin(a.clone(), ...))``: functionalization takes the written value for the
   tensor's new one, and reads after the write would see the twin's layout where eager's
   memory kept its own.
+- A reshape that copies in eager (``reshape``, ``flatten``, ``ravel``, ``reshape_as``,
+  ``contiguous`` of a tensor that cannot be viewed so) becomes an explicit contiguous clone
+  first: AOTAutograd traces a mutated input that requires grad through a clone of it, dense
+  where the input had gaps, and on the clone the same call was a view; a write through its
+  result then reached the input (fuzz seed 452986: ``a[0].reshape(-1)[1:] += c`` of a sliced
+  input). Decided by Dynamo's example values, which have eager's strides.
 - ``polygamma_``: its schema takes ``(self, n)`` where ``polygamma`` takes ``(n, self)``, so
   functionalization does not recognise it as polygamma's in-place form and refuses it (as a
   custom op returning an alias). It becomes ``a.copy_(polygamma(n, a))``.
@@ -175,6 +181,9 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
         elif node.op == "call_method" and node.target in ("index_put", "index_put_"):
             if _mask_index(_arg(node, 1, "indices")):
                 repl = index_put if node.target == "index_put" else index_put_
+        elif _copies_in_eager(node):
+            repl = _copied(node.target if node.op == "call_method" else
+                           _VIEW_OR_COPY_FUNCTIONS[node.target])
         elif _written_in_another_layout(node):
             repl = _in_self_layout(_inplace_base_name(node))
         elif node.op == "call_function" and node.target is operator.setitem:
@@ -187,6 +196,37 @@ def rewrite_before_autograd(gm: fx.GraphModule) -> bool:
     if changed:
         gm.recompile()
     return changed
+
+
+_VIEW_OR_COPY_METHODS = {"reshape", "reshape_as", "flatten", "ravel", "contiguous"}
+_VIEW_OR_COPY_FUNCTIONS = {torch.reshape: "reshape", torch.flatten: "flatten", torch.ravel: "ravel"}
+_COPIED: dict = {}
+
+
+def _copies_in_eager(node) -> bool:
+    """A view-or-copy call whose result, in eager (Dynamo's example values), is a copy."""
+    if not ((node.op == "call_method" and node.target in _VIEW_OR_COPY_METHODS) or
+            (node.op == "call_function" and node.target in _VIEW_OR_COPY_FUNCTIONS)):
+        return False
+    self, out = (_meta(node.args[0]) if node.args else None), _meta(node)
+    return (isinstance(self, torch.Tensor) and isinstance(out, torch.Tensor)
+            and not torch._C._is_alias_of(out, self))
+
+
+def _copied(method: str):
+    fn = _COPIED.get(method)
+    if fn is None:
+        def fn(self, *args, **kwargs):
+            # eager's copy: a contiguous clone (in the asked format, for contiguous()), then
+            # the call on it, a view of the clone
+            if method == "contiguous":
+                return self.clone(memory_format=kwargs.get(
+                    "memory_format", args[0] if args else torch.contiguous_format))
+            return getattr(self.clone(memory_format=torch.contiguous_format), method)(
+                *args, **kwargs)
+        fn.__name__ = f"{method}_by_copy"
+        _COPIED[method] = fn
+    return fn
 
 
 # In-place Tensor methods whose out-of-place twin computes the same values: a write into a

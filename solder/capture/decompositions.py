@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
-from torch._prims_common import suggest_memory_format
+from torch._prims_common import (compute_elementwise_output_logical_to_physical_perm,
+                                  suggest_memory_format)
 
 from .grid_sample import grid_sampler_3d, grid_sampler_backward
 from .ranges import linspace
@@ -342,23 +343,53 @@ def _repeat(self, repeats):
         memory_format=torch.contiguous_format).reshape(out)
 
 
-def _in_input_format(decomposition):
+def _in_input_format(decomposition, cuda_keeps_input_layout=False):
     """``decomposition`` with its result (or its first result) laid out as eager's kernels lay
-    it out: in the input's suggested memory format. Eager's adaptive average pool and batch
-    norms follow the input's format (channels-last in, channels-last out; contiguous for a
-    transposed input); PyTorch's decompositions of them do not (the mean of gathered windows
-    is contiguous, fuzz seed 271025; a batch norm's arithmetic keeps a transposed input's
-    strides, and a later ``.view(-1)`` of it raised, seed 271053). A copy only where the
-    formats differ."""
+    it out. Eager's adaptive average pool and batch norms on the CPU follow the input's
+    suggested memory format (channels-last in, channels-last out; contiguous for a transposed
+    input); the CUDA batch norms keep the input's layout (a transposed input gives a transposed
+    result: ``empty_like``'s rule; fuzz seeds 451958, 452421 on an H100). PyTorch's
+    decompositions do neither (the mean of gathered windows is contiguous, fuzz seed 271025; a
+    batch norm's arithmetic keeps a transposed input's strides even where eager's CPU kernel
+    does not, and a later ``.view(-1)`` of it raised, seed 271053). A copy only where the
+    layouts differ."""
     def in_input_format(input, *args, **kwargs):
         out = decomposition(input, *args, **kwargs)
-        fmt = suggest_memory_format(input)
         first = out[0] if isinstance(out, (tuple, list)) else out
-        if first.is_contiguous(memory_format=fmt):
-            return out
-        first = first.contiguous(memory_format=fmt)
+        if cuda_keeps_input_layout and input.device.type == "cuda":
+            first = _in_layout_of(first, input)
+        else:
+            fmt = suggest_memory_format(input)
+            if first.is_contiguous(memory_format=fmt):
+                return out
+            first = first.contiguous(memory_format=fmt)
         return (first, *out[1:]) if isinstance(out, (tuple, list)) else first
     return in_input_format
+
+
+def _in_layout_of(t, like):
+    """``t`` laid out as ``torch.empty_like(like)`` would be: ``like``'s dimension order,
+    densely (``t`` itself where it already is): ``like``'s own strides where it is dense
+    and does not overlap itself."""
+    dims, step, dense = sorted((s, n) for n, s in zip(like.shape, like.stride()) if n != 1), 1, True
+    for stride, size in dims:
+        dense, step = dense and stride == step, step * size
+    if dense:
+        return _laid_out(t, like.stride())
+    got = compute_elementwise_output_logical_to_physical_perm(like)
+    order = tuple(got[0] if isinstance(got, tuple) and isinstance(got[0], (list, tuple))
+                  else got)   # (torch 2.13 returns the order and a flag)
+    target, step = [0] * like.dim(), 1
+    for d in reversed(order):   # innermost first
+        target[d] = step
+        step = step * max(like.shape[d], 1)
+    return _laid_out(t, target)
+
+
+def _laid_out(t, strides):
+    if all(n == 1 or a == b for n, a, b in zip(t.shape, t.stride(), strides)):
+        return t
+    return t.new_empty_strided(t.shape, strides).copy_(t)
 
 
 _TORCH_VECTOR_NORM = get_decompositions([aten.linalg_vector_norm])[aten.linalg_vector_norm.default]
@@ -388,12 +419,12 @@ OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.defau
        aten.replication_pad3d_backward.default: _replication_pad_backward(3)}
 
 
-# decompositions whose result takes the input's memory format (``_in_input_format``)
-_IN_INPUT_FORMAT = (aten._adaptive_avg_pool2d.default, aten.native_batch_norm.default,
-                    aten._native_batch_norm_legit_functional.default,
-                    aten._native_batch_norm_legit_no_training.default,
-                    aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
-                    aten._batch_norm_with_update_functional.default)
+# decompositions whose result takes eager's layout (``_in_input_format``)
+_BATCH_NORMS = (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default,
+                aten._native_batch_norm_legit_no_training.default,
+                aten._native_batch_norm_legit.default, aten._native_batch_norm_legit.no_stats,
+                aten._batch_norm_with_update_functional.default)
+_IN_INPUT_FORMAT = (aten._adaptive_avg_pool2d.default, *_BATCH_NORMS)
 
 
 def solder_decompositions() -> dict:
@@ -402,7 +433,7 @@ def solder_decompositions() -> dict:
     table.update(OWN)
     for op in _IN_INPUT_FORMAT:
         if op in table:
-            table[op] = _in_input_format(table[op])
+            table[op] = _in_input_format(table[op], cuda_keeps_input_layout=op in _BATCH_NORMS)
     for packet in KEEP:
         for name in packet.overloads():
             table.pop(getattr(packet, name), None)

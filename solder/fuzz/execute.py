@@ -235,7 +235,8 @@ def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False, jit
     sensitivity, for the comparison); backward=False: with grad, inputs that require
     gradients but no backward (what the forward alone gives); noise: every rounding result
     of eager's ops moved by up to a unit of its dtype's rounding (``RoundingNoise``; 1, 2, ...:
-    the generator's seed; "down" or "up": every one moved that way)."""
+    the generator's seed; "down" or "up": every one moved that way; "alternate": up, down, up,
+    ... in each result's element order)."""
     # the reference run computes in float64 throughout: floats its inputs widened, and the
     # floats that integers promote to (``a / b`` of int64 inputs) float64 too, not float32
     saved_dtype = torch.get_default_dtype()
@@ -243,8 +244,8 @@ def run(fn, make_inputs, laws, rng_seed, backend=None, up=False, grad=False, jit
         torch.set_default_dtype(torch.float64)
     try:
         if noise:
-            direction = {"down": -1, "up": 1}.get(noise, 0)
-            with RoundingNoise(20261206 + (0 if direction else int(noise)), direction):
+            pattern = noise if noise in RoundingNoise.PATTERNS else None
+            with RoundingNoise(20261206 + (0 if pattern else int(noise)), pattern):
                 return _run(fn, make_inputs, laws, rng_seed, backend, up, grad, jitter, backward)
         return _run(fn, make_inputs, laws, rng_seed, backend, up, grad, jitter, backward)
     finally:
@@ -271,13 +272,27 @@ class RoundingNoise(torch.utils._python_dispatch.TorchDispatchMode):
     move. A normalization of a nearly constant row (a hypot of a large sum) amplifies rounding
     by a thousand; perturbing the inputs leaves such a row as it was (seed 171111)."""
 
-    def __init__(self, seed=20261206, direction=0):
+    # "down", "up": every rounding moved the same way (a sum of softmax's outputs, eager's 1.0,
+    # moved down, truncates to 0 as a compiled 0.99999994 does: fuzz seed 444225); random
+    # moves cancel in such a sum as often as not. "alternate": neighbours moved apart, which
+    # breaks ties between equal elements the other way (argmin of two equal row sums of a
+    # softmax, eager's first, a compiled run's second: fuzz seed 460913); random moves leave
+    # a tie as it was or break it eager's way four times in nine with two runs
+    PATTERNS = ("down", "up", "alternate")
+
+    def __init__(self, seed=20261206, pattern=None):
         super().__init__()
         self.g = torch.Generator().manual_seed(seed)
-        # -1 or 1: every rounding moved the same way (a sum of softmax's outputs, eager's 1.0,
-        # moved down, truncates to 0 as a compiled 0.99999994 does: fuzz seed 444225); random
-        # moves cancel in such a sum as often as not
-        self.direction = direction
+        self.pattern = pattern
+
+    def _units(self, shape):
+        if self.pattern in ("down", "up"):
+            return torch.full(shape, -1.0 if self.pattern == "down" else 1.0,
+                              dtype=torch.float64)
+        if self.pattern == "alternate":
+            n = math.prod(shape)
+            return (1.0 - 2.0 * (torch.arange(n, dtype=torch.float64) % 2)).reshape(shape)
+        return torch.randint(-1, 2, shape, generator=self.g).to(torch.float64)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -292,9 +307,7 @@ class RoundingNoise(torch.utils._python_dispatch.TorchDispatchMode):
             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
                 # a whole unit up, down or none: a fraction of one would round back to the
                 # value in float16 and bfloat16 (where a unit decides a rounding boundary)
-                u = torch.full(t.shape, float(self.direction), dtype=torch.float64) \
-                    if self.direction else \
-                    torch.randint(-1, 2, t.shape, generator=self.g).to(torch.float64)
+                u = self._units(t.shape)
                 rel = torch.finfo(t.dtype).eps
                 t.copy_(t.double() * (1 + rel * u.to(t.device)))
         return out

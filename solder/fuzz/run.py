@@ -126,9 +126,11 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
         except Exception:  # noqa: BLE001 - then eager's sensitivity excuses nothing
             jittered = None
         # two draws of the rounding noise (one alone underestimates the move now and then),
-        # and every rounding moved down, then up (a sum of many cancels random moves)
+        # every rounding moved down, then up (a sum of many cancels random moves), and
+        # neighbours moved apart (ties broken the other way)
         try:
-            noisy = [run(*args, grad=cfg.grad, noise=k) for k in (1, 2, "down", "up")]
+            noisy = [run(*args, grad=cfg.grad, noise=k)
+                     for k in (1, 2, "down", "up", "alternate")]
         except Exception:  # noqa: BLE001 - then eager's rounding noise excuses nothing
             noisy = None
         other = run_on_cpu(*args, grad=cfg.grad) if cfg.device == "cuda" else None

@@ -185,3 +185,8 @@ def collect_buffer_args(args, out: set):
             out.add(a.name)
         elif isinstance(a, (list, tuple)):
             collect_buffer_args(a, out)
+
+
+# gm.meta key (capture/aot.py sets it on a forward graph): positions of the outputs that
+# AOTAutograd hands to the caller as they are; a view among them is returned as a real view
+PLAIN_OUTPUTS = "solder_plain_outputs"

@@ -18,8 +18,8 @@ import torch.fx as fx
 from ..config import Config
 from ..ir import expr as E
 from ..ir.target import Target
-from ..ir.nodes import (BufferArg, Buffer, ComputedBuffer, ExternBuffer, InputBuffer, Layout,
-                        Pointwise, contiguous_strides)
+from ..ir.nodes import (PLAIN_OUTPUTS, BufferArg, Buffer, ComputedBuffer, ExternBuffer,
+                        InputBuffer, Layout, Pointwise, contiguous_strides)
 from ..provenance import source_of
 from . import registry
 from .registry import Call, Decline, op_name
@@ -53,6 +53,8 @@ class GraphLowering:
         self.by_name: dict[str, Buffer] = {}
         self.inputs: list[tuple[str, str, Any]] = []   # (kind "tensor"/"symint"/"other", name, meta)
         self.outputs: list[Any] = []
+        # outputs the caller gets as they are (ir/nodes.py PLAIN_OUTPUTS); None: not known
+        self.plain_outputs = gm.meta.get(PLAIN_OUTPUTS)
         self.fallbacks: list[tuple[str, str]] = []
         self.constants: list[tuple[str, torch.Tensor]] = []   # tensors the graph holds
         self.env: dict[fx.Node, Any] = {}

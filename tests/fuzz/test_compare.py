@@ -438,6 +438,35 @@ def test_rounding_moved_all_one_way_tips_a_sum_on_an_integer_boundary():
                 for o in eager]
     assert verdict(eager, compiled, noisy=[down]) == []
     assert verdict(eager, compiled) != []
-    with RoundingNoise(direction=1):
+    with RoundingNoise(pattern="up"):
         up = x * 3
     assert torch.equal(up, ((x * 3).double() * (1 + torch.finfo(torch.float32).eps)).float())
+
+
+def test_neighbours_moved_apart_break_a_tie_the_other_way():
+    # fuzz seed 460913: argmin over two equal row sums of a softmax is 0 in eager (the first of
+    # the tie) and 1 where the compiled sums differ by a unit; random moves leave the tie to
+    # eager's side four times in nine over two runs, moving neighbours apart breaks it
+    from solder.fuzz.execute import RoundingNoise, run
+
+    x = torch.tensor([[0.5, 0.5], [1.0, 1.0]])
+
+    def fn(a):
+        return ((a * 3).argmin(),)
+
+    def make_inputs(up=False, grad=False):
+        return [x.double() if up else x.clone()], [], []
+
+    eager = run(fn, make_inputs, {}, 0)
+    assert eager[0].tensor.item() == 0
+    apart = run(fn, make_inputs, {}, 0, noise="alternate")
+    assert apart[0].tensor.item() == 1      # the elements moved up, down, up, down
+    compiled = [Observed(o.label, torch.full_like(o.tensor, 1)) if o.label == "output 0" else o
+                for o in eager]
+    assert verdict(eager, compiled, noisy=[apart]) == []
+    assert verdict(eager, compiled) != []
+    with RoundingNoise(pattern="alternate"):
+        y = x * 3
+    eps = torch.finfo(torch.float32).eps
+    assert torch.equal(y, ((x * 3).double() * (1 + eps * torch.tensor([[1.0, -1.0], [1.0, -1.0]])
+                                              )).float())

@@ -388,3 +388,50 @@ def test_an_in_place_op_of_another_result_dtype_keeps_eagers_autograd(write):
         outs.append((out.detach(), leaf.grad.clone()))
         torch._dynamo.reset()
     torch.testing.assert_close(outs[1], outs[0], equal_nan=True)
+
+
+@pytest.mark.parametrize("call", [
+    lambda v: v.reshape(-1), lambda v: v.flatten(), lambda v: torch.reshape(v, (-1,)),
+    lambda v: v.ravel(), lambda v: v.contiguous().view(-1),
+], ids=["reshape", "flatten", "torch.reshape", "ravel", "contiguous"])
+def test_a_reshape_that_copies_in_eager_copies_when_its_input_requires_grad(call):
+    # fuzz seed 452986: AOTAutograd traces a written input that requires grad through a dense
+    # clone of it; on the clone, the reshape of the sliced input's row was a view, and the write
+    # through it reached the input, which eager's copy never does
+    def fn(a):
+        v = a[0].sigmoid_()
+        call(v)[1:] += 1.0
+        return a * 2
+
+    leaf = torch.randn(1, 3, 5, requires_grad=True)
+    outs = []
+    for f in (fn, torch.compile(fn, backend="solder")):
+        leaf.grad = None
+        a = leaf.clone()[:, :, 1::2]
+        out = f(a)
+        out.sum().backward()
+        outs.append((out.detach(), a.detach(), leaf.grad.clone()))
+        torch._dynamo.reset()
+    torch.testing.assert_close(outs[1], outs[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32])
+def test_a_view_of_an_output_without_grad_is_its_view_after_a_training_graph(dtype):
+    # fuzz seed 460140: AOTAutograd regenerates an output that views another only where both
+    # require grad; ours, a view without autograd's bookkeeping, reached the next graph, which
+    # writes one of the two, as two inputs sharing memory but not views of each other
+    def fn(x, w):
+        v = x.abs()
+        vt = v.t()
+        y = w * 2
+        torch._dynamo.graph_break()
+        v.diagonal().copy_(5)     # (the second graph is a training graph too)
+        return y * w, vt * 1
+
+    x = torch.randint(-8, 9, (3, 3)).to(dtype)
+    w = torch.randn(3, requires_grad=True)
+    ref = fn(x, w)
+    out = torch.compile(fn, backend="solder")(x, w)
+    torch.testing.assert_close(out, ref)
+    out[0].sum().backward()
+    torch.testing.assert_close(w.grad, 4 * w.detach())
