@@ -18,7 +18,7 @@ how:
   the input itself. A caller that keeps an output across calls never reads overwritten memory.
 - **Sizes.** A graph with symbolic sizes records one CUDA graph per distinct set of sizes,
   at most ``cuda_graph_sizes`` of them; beyond that the least recently used is dropped.
-- **Training graphs** (with ``cuda_graph_training``, off by default). A forward's values saved for its backward are handed out as new tensors
+- **Training graphs** (unless ``cuda_graph_training`` is off). A forward's values saved for its backward are handed out as new tensors
   on the recording's memory, not copied; before the forward replays, none of the last
   replay's may still be held (a backward not run yet), else the call runs without the graph.
   The backward reads them where the forward left them, or runs without the graph.
@@ -380,8 +380,8 @@ def wrap(compiled: Any, gm: fx.GraphModule, kind: str, name: str, config,
     static = static_input_indices()
     if kind != "inference" and not config.cuda_graph_training:
         if report is not None:
-            report.cuda_graphs = (f"not replayed: a {kind} graph (training graphs replay with "
-                                  f"cuda_graph_training=True, not yet benchmarked on a GPU)")
+            report.cuda_graphs = (f"not replayed: a {kind} graph, and cuda_graph_training is "
+                                  f"off")
         return compiled
     kept, in_place = set(), set()
     if kind == "forward":   # what the backward takes is handed out from the recording

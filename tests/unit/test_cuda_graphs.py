@@ -281,7 +281,7 @@ def test_a_backward_reads_saved_values_where_the_forward_left_them(fake_cuda):
     assert r.unreplayed == 1
 
 
-def test_training_graphs_replay_only_when_asked(monkeypatch):
+def test_training_graphs_replay_unless_turned_off(monkeypatch):
     from solder import config as solder_config
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
 
@@ -290,10 +290,10 @@ def test_training_graphs_replay_only_when_asked(monkeypatch):
     compiled = lambda args: args   # noqa: E731
     for kind in ("forward", "backward"):
         report = Report()
-        out = cg.wrap(compiled, _graph(_add), kind, "g", solder_config.resolve({}), report)
-        assert out is compiled and "cuda_graph_training=True" in report.cuda_graphs
+        out = cg.wrap(compiled, _graph(_add), kind, "g",
+                      solder_config.resolve({"cuda_graph_training": False}), report)
+        assert out is compiled and "cuda_graph_training is off" in report.cuda_graphs
     report = Report()
-    out = cg.wrap(compiled, _graph(_add), "backward", "g",
-                  solder_config.resolve({"cuda_graph_training": True}), report)
+    out = cg.wrap(compiled, _graph(_add), "backward", "g", solder_config.resolve({}), report)
     assert isinstance(out, cg.Replayer) and "replayed" in report.cuda_graphs
     assert out.in_place == {0, 1}      # a backward's non-tangent inputs: read where they lie
