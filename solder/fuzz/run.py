@@ -22,11 +22,17 @@ from .program import Program
 PASS, WRONG, ERROR, CONTROL_ERROR = "pass", "wrong", "error", "control_error"
 CONTROL_WRONG = "control_wrong"     # wrong, and the control backend is wrong the same way
 EAGER_REJECTED, TIMEOUT, CRASH = "eager_rejected", "timeout", "crash"
-EAGER_CRASH = "eager_crash"         # the worker died before the backend ran: eager's own crash
-# written to the worker's stderr just before the backend first runs: a worker that dies with
-# no such line since the job began died in eager (torch 2.11's CPU backward segfaults on fuzz
-# seed 450272's draw), not in the backend under test
-COMPILING_MARK = "solder-fuzz: the backend runs now"
+EAGER_CRASH = "eager_crash"         # the worker died while eager ran: eager's own crash
+# written to the worker's stderr before a backend (the one under test, or the control) runs
+# and before eager runs again: a worker that dies with no backend line since the job began, or
+# an eager line after the last one, died in eager (torch 2.11's CPU backward segfaults on fuzz
+# seed 450272's draw), not in a backend
+BACKEND_MARK = "solder-fuzz: a backend runs now"
+EAGER_MARK = "solder-fuzz: eager runs now"
+
+
+def mark(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 @dataclasses.dataclass
@@ -105,6 +111,34 @@ def check_program(program: Program, cfg: RunConfig) -> Outcome:
     return out
 
 
+def _eager_variants(args, cfg: RunConfig, source: str, floor):
+    """Eager's runs that tell how far its own values move: the float64 reference, inputs
+    jittered, roundings moved, the other device, corrected gradients (None where one fails)."""
+    try:
+        ref = run(*args, up=True, grad=cfg.grad)
+    except Exception:  # noqa: BLE001 - no reference: eager's rounding is not excused
+        ref = None
+    try:
+        jittered = run(*args, grad=cfg.grad, jitter=jitter_of(floor))
+    except Exception:  # noqa: BLE001 - then eager's sensitivity excuses nothing
+        jittered = None
+    # two draws of the rounding noise (one alone underestimates the move now and then),
+    # every rounding moved down, then up (a sum of many cancels random moves), and
+    # neighbours moved apart (ties broken the other way)
+    try:
+        noisy = [run(*args, grad=cfg.grad, noise=k) for k in (1, 2, "down", "up", "alternate")]
+    except Exception:  # noqa: BLE001 - then eager's rounding noise excuses nothing
+        noisy = None
+    other = run_on_cpu(*args, grad=cfg.grad) if cfg.device == "cuda" else None
+    fixed = None
+    if any(op in source for op in CORRECTED_OPS):
+        try:
+            fixed = run_corrected(*args, grad=cfg.grad)
+        except Exception:  # noqa: BLE001 - then only eager's values are accepted
+            fixed = None
+    return ref, jittered, noisy, other, fixed
+
+
 def _check(program: Program, cfg: RunConfig) -> Outcome:
     source = program.source()
     ns = namespace(source, cfg.device, f"<fuzz program {program.seed}>")
@@ -117,31 +151,8 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
         except Exception as err:  # noqa: BLE001 - eager on this device refuses it
             return Outcome(EAGER_REJECTED, _error_text(err), rejected=1)
         attach_meta_strides(eager, *args[:2], args[3])
-        try:
-            ref = run(*args, up=True, grad=cfg.grad)
-        except Exception:  # noqa: BLE001 - no reference: eager's rounding is not excused
-            ref = None
-        try:
-            jittered = run(*args, grad=cfg.grad, jitter=jitter_of(floor))
-        except Exception:  # noqa: BLE001 - then eager's sensitivity excuses nothing
-            jittered = None
-        # two draws of the rounding noise (one alone underestimates the move now and then),
-        # every rounding moved down, then up (a sum of many cancels random moves), and
-        # neighbours moved apart (ties broken the other way)
-        try:
-            noisy = [run(*args, grad=cfg.grad, noise=k)
-                     for k in (1, 2, "down", "up", "alternate")]
-        except Exception:  # noqa: BLE001 - then eager's rounding noise excuses nothing
-            noisy = None
-        other = run_on_cpu(*args, grad=cfg.grad) if cfg.device == "cuda" else None
-        fixed = None
-        if any(op in source for op in CORRECTED_OPS):
-            try:
-                fixed = run_corrected(*args, grad=cfg.grad)
-            except Exception:  # noqa: BLE001 - then only eager's values are accepted
-                fixed = None
         torch._dynamo.reset()
-        print(COMPILING_MARK, file=sys.stderr, flush=True)
+        mark(BACKEND_MARK)
         try:
             comp = run(*args, backend=cfg.backend, grad=cfg.grad)
         except Exception as err:  # noqa: BLE001 - the backend raised where eager ran
@@ -153,6 +164,13 @@ def _check(program: Program, cfg: RunConfig) -> Outcome:
             return Outcome(ERROR, tb, error=text)
         finally:
             torch._dynamo.reset()
+        # eager's own sensitivity only excuses differences (every run below widens what
+        # passes), so it runs only for a program whose compiled values differ from eager's
+        diffs = verdict(eager, comp, floor=floor)
+        if not diffs:
+            return Outcome(PASS)
+        mark(EAGER_MARK)
+        ref, jittered, noisy, other, fixed = _eager_variants(args, cfg, source, floor)
     diffs = verdict(eager, comp, ref, fixed, floor, jittered, other, noisy)
     if any(category == "stride" for _, category, _ in diffs):
         attach_decomposed_strides(eager, *args[:2], args[3])   # (only when needed: a trace)
@@ -175,6 +193,7 @@ def _control_wrong(args, cfg: RunConfig, diffs, eager, ref, fixed, floor, jitter
     if not cfg.control or cfg.control == cfg.backend:
         return ""
     torch._dynamo.reset()
+    mark(BACKEND_MARK)
     note = ""
     try:
         with warnings.catch_warnings():
@@ -212,6 +231,7 @@ def _control_error(args, cfg: RunConfig) -> str:
     if not cfg.control or cfg.control == cfg.backend:
         return ""
     torch._dynamo.reset()
+    mark(BACKEND_MARK)
     try:
         run(*args, backend=cfg.control, grad=cfg.grad)
     except Exception as err:  # noqa: BLE001 - what we want to know

@@ -3,9 +3,9 @@
 A worker that dies (a segfault, an abort, a device-side assert that leaves the GPU unusable)
 or does not answer within the limit is killed and replaced by a fresh one at the next job; the
 program gets a CRASH or TIMEOUT outcome with the end of the worker's stderr; a worker that
-died before the backend under test ran (no ``COMPILING_MARK`` in its stderr since the job
-began) died in eager, and the program gets EAGER_CRASH: torch's bug, not compared, and never
-redrawn in the parent (which would die the same way). ``--jobs N`` runs
+died while eager ran (no ``BACKEND_MARK`` in its stderr since the job began, or an
+``EAGER_MARK`` after the last one) died in eager, and the program gets EAGER_CRASH: torch's
+bug, not compared, and never redrawn in the parent (which would die the same way). ``--jobs N`` runs
 N workers, each driven by one thread of the parent that takes the next seed, and minimizes a
 failing program through the same worker before taking another.
 """
@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from .run import COMPILING_MARK, CRASH, EAGER_CRASH, TIMEOUT, Outcome, RunConfig
+from .run import BACKEND_MARK, CRASH, EAGER_CRASH, EAGER_MARK, TIMEOUT, Outcome, RunConfig
 
 
 class Worker:
@@ -75,18 +75,20 @@ class Worker:
         code = self.proc.wait()
         self.proc = None
         tail = self._tail(log_start)
-        if not self._backend_ran(log_start):
-            return Outcome(EAGER_CRASH, f"eager itself died (exit code {code}) before the backend "
-                                        f"ran; the worker's stderr ended: {tail}",
+        if not self._died_in_a_backend(log_start):
+            return Outcome(EAGER_CRASH, f"eager itself died (exit code {code}), no backend "
+                                        f"running; the worker's stderr ended: {tail}",
                            program=job.get("program"))
         return Outcome(CRASH, f"the worker died (exit code {code}); its stderr ended: {tail}",
                        program=job.get("program"))
 
-    def _backend_ran(self, start: int) -> bool:
+    def _died_in_a_backend(self, start: int) -> bool:
+        """Whether the last of the job's marks in the worker's stderr says a backend ran."""
         self.log.flush()
         with open(self.log_path, "rb") as f:
             f.seek(start)
-            return COMPILING_MARK.encode() in f.read()
+            text = f.read()
+        return text.rfind(BACKEND_MARK.encode()) > text.rfind(EAGER_MARK.encode())
 
     def _tail(self, start: int, limit: int = 2000) -> str:
         self.log.flush()

@@ -102,3 +102,19 @@ def test_seeds_as_a_list_of_seeds_and_ranges():
 
     from solder.fuzz.cli import parse_seeds
     assert parse_seeds(argparse.Namespace(seeds="7,3:5,100", seed=0, count=1)) == [7, 3, 4, 100]
+
+
+def test_a_crash_belongs_to_what_ran_last(tmp_path):
+    # eager runs again after the backend (its sensitivity, for a program that differs): a
+    # worker that dies then died in eager; one that dies in the control's run, in a backend
+    from solder.fuzz.run import BACKEND_MARK, EAGER_MARK
+    worker = Worker(RunConfig(device="cpu"), worker_env("cpu"), str(tmp_path / "w.log"))
+    try:
+        for lines, in_backend in (([], False), ([BACKEND_MARK], True),
+                                  ([BACKEND_MARK, EAGER_MARK], False),
+                                  ([BACKEND_MARK, EAGER_MARK, BACKEND_MARK], True)):
+            start = os.path.getsize(worker.log_path)
+            worker.log.write(("noise\n" + "\n".join(lines) + "\n").encode())
+            assert worker._died_in_a_backend(start) == in_backend, lines
+    finally:
+        worker.close()
