@@ -222,8 +222,8 @@ def _index_fill(x, dim, index, value):
     # index_put's result is a clone that keeps x's order of dims, as eager's index_fill (a
     # clone of x, then the fill) does, gaps and overlap included; PyTorch's meta function
     # promises a contiguous result for those instead, which eager does not give (fuzz seeds
-    # 418348, 418512)
-    return aten.index_put(x, [None] * dim + [index.reshape(-1)], fill)
+    # 418348, 418512). The strides of x's size-1 dims too, as the clone keeps them (473779)
+    return _in_layout_of(aten.index_put(x, [None] * dim + [index.reshape(-1)], fill), x)
 
 
 def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
@@ -387,8 +387,12 @@ def _in_layout_of(t, like):
 
 
 def _laid_out(t, strides):
-    if all(n == 1 or a == b for n, a, b in zip(t.shape, t.stride(), strides)):
+    if tuple(t.stride()) == tuple(strides):
         return t
+    if all(n == 1 or a == b for n, a, b in zip(t.shape, t.stride(), strides)):
+        # only the strides of size-1 dims differ: the same addresses, a view. They are seen:
+        # a later cat or stack picks its layout by them (fuzz seed 473779)
+        return t.as_strided(t.shape, strides)
     return t.new_empty_strided(t.shape, strides).copy_(t)
 
 

@@ -159,3 +159,19 @@ def test_batch_norm_of_a_transposed_input_is_laid_out_as_eager(training):
         torch.testing.assert_close(o, r)
         assert o.stride() == r.stride()
     assert out[0].view(-1).shape == (8,)
+
+
+def test_index_fill_keeps_the_strides_of_its_inputs_size_1_dims():
+    # fuzz seed 473779: eager's index_fill clones its input, size-1 dims' strides and all; a
+    # stack of the result then picks its layout by them (contiguous here, channels-last-3d for
+    # the strides the decomposition gave)
+    def fn(a):
+        v = torch.index_fill(a, -2, torch.tensor([0, 0], device=a.device), -0.25)
+        return v, torch.stack([v, v], -3)
+
+    a = torch.randn(2, 1, 2, 1).permute(3, 2, 1, 0)     # (1, 2, 1, 2), strides (1, 1, 2, 2)
+    out = torch.compile(fn, backend="solder")(a)
+    ref = fn(a)
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r)
+        assert o.stride() == r.stride()
