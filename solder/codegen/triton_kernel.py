@@ -331,6 +331,10 @@ class KernelGen:
         if rtype in ("argmax", "argmin"):
             em.line(f"_, {name} = tl.reduce(({acc}, {acc_idx}), 1, _{rtype}_combine)")
             em.line(f"{name} = {name}[:, None]")
+        elif rtype == "sum" and reg_dtype(p.value.dtype).is_floating_point:
+            # + 0.0: eager's float sums start at +0.0, so a row of -0.0 sums to +0.0; a tree
+            # of -0.0 + -0.0 alone gives -0.0 (a persistent row on a GPU)
+            em.line(f"{name} = (tl.sum({acc}, 1) + 0.0)[:, None]")
         elif rtype == "sum":
             em.line(f"{name} = tl.sum({acc}, 1)[:, None]")
         else:
