@@ -356,7 +356,7 @@ def _in_input_format(decomposition, cuda_keeps_input_layout=False):
     def in_input_format(input, *args, **kwargs):
         out = decomposition(input, *args, **kwargs)
         first = out[0] if isinstance(out, (tuple, list)) else out
-        if cuda_keeps_input_layout and input.device.type == "cuda":
+        if cuda_keeps_input_layout and _lays_out_as_empty_like(input.device):
             first = _in_layout_of(first, input)
         else:
             fmt = suggest_memory_format(input)
@@ -365,6 +365,11 @@ def _in_input_format(decomposition, cuda_keeps_input_layout=False):
             first = first.contiguous(memory_format=fmt)
         return (first, *out[1:]) if isinstance(out, (tuple, list)) else first
     return in_input_format
+
+
+def _lays_out_as_empty_like(device) -> bool:
+    """Whether eager's batch norms on ``device`` lay their result out as ``empty_like``."""
+    return device.type == "cuda"
 
 
 def _in_layout_of(t, like):
@@ -389,11 +394,15 @@ def _in_layout_of(t, like):
 def _laid_out(t, strides):
     if tuple(t.stride()) == tuple(strides):
         return t
-    if all(n == 1 or a == b for n, a, b in zip(t.shape, t.stride(), strides)):
-        # only the strides of size-1 dims differ: the same addresses, a view. They are seen:
-        # a later cat or stack picks its layout by them (fuzz seed 473779)
+    if t.numel() == 0 or all(n == 1 or a == b for n, a, b in zip(t.shape, t.stride(), strides)):
+        # only the strides of size-1 dims differ (or there are no elements): the same
+        # addresses, a view. They are seen: a later cat or stack picks its layout by them
+        # (fuzz seed 473779)
         return t.as_strided(t.shape, strides)
-    return t.new_empty_strided(t.shape, strides).copy_(t)
+    # aten.copy, not copy_: a decomposition's in-place copy into a fresh tensor is a mutation
+    # AOTAutograd refuses in a functional graph (fuzz seed 483290); copy's result is laid out
+    # as its destination
+    return aten.copy(t.new_empty_strided(t.shape, strides), t)
 
 
 _TORCH_VECTOR_NORM = get_decompositions([aten.linalg_vector_norm])[aten.linalg_vector_norm.default]

@@ -24,3 +24,48 @@ def test_a_cuda_batch_norm_result_takes_empty_likes_layout(make):
     got = _in_layout_of(t, like)
     assert got.stride() == torch.empty_like(like).stride()
     assert torch.equal(got, t)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_the_cuda_layout_rule_traces_into_a_functional_graph(monkeypatch, training):
+    # the copy into CUDA's layout happens inside a decomposition, under AOTAutograd's
+    # functionalization: an in-place copy_ there is refused (fuzz seed 483290); the CUDA rule is
+    # made the CPU's here so that the copy is traced on this machine
+    from solder.capture import decompositions
+    monkeypatch.setattr(decompositions, "_lays_out_as_empty_like", lambda device: True)
+
+    def fn(a, w):
+        return torch.nn.functional.batch_norm(a, torch.zeros(3), torch.ones(3), w, None,
+                                              training=training) * 2
+
+    base = torch.randn(4, 6)
+    a = base[:, ::2]                              # (4, 3), strides (6, 2): gaps
+    w = torch.randn(3, requires_grad=True)
+    out = torch.compile(fn, backend="solder")(a, w)
+    ref = fn(a, w)
+    torch.testing.assert_close(out, ref)
+    assert out.stride() == torch.empty_like(a).stride()     # CUDA's rule: (3, 1) here
+    out.sum().backward()
+    torch._dynamo.reset()
+
+
+def test_a_layout_copy_inside_a_decomposition_is_functional():
+    # a decomposition runs below AOTAutograd's functionalization: its copy into a tensor of
+    # another layout must be the functional aten.copy (an in-place copy_ there was refused,
+    # fuzz seed 483290)
+    from torch._dynamo.backends.common import aot_autograd
+
+    from solder.capture.decompositions import _laid_out
+    aten = torch.ops.aten
+
+    def cos_transposed(x):
+        return _laid_out(aten.sin.default(x + 1.5707963267948966), (1, x.shape[0]))
+
+    backend = aot_autograd(fw_compiler=lambda gm, _: gm,
+                           decompositions={aten.cos.default: cos_transposed})
+    x = torch.randn(3, 4, requires_grad=True)
+    out = torch.compile(lambda x: torch.cos(x) * 2, backend=backend)(x)
+    torch.testing.assert_close(out, torch.cos(x) * 2)
+    assert out.stride() == (1, 3)
+    out.sum().backward()
+    torch._dynamo.reset()
