@@ -15,10 +15,10 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
+from ..ir.nodes import PLAIN_OUTPUTS
 from ..pipeline import CompileContext, child_answer, compile_graph
 from ..runtime.forked_compile import ForkedWork, available as forked_compile_available
 from .cse import eliminate_common_subexpressions
-from ..ir.nodes import PLAIN_OUTPUTS
 from .decompositions import solder_decompositions
 from .passes import prepare_graph
 from .attention_backends import restricted as attention_backends_restricted
