@@ -13,8 +13,24 @@ SCRIPT = textwrap.dedent('''
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from solder.codegen.launch_configs import COMPILE_OPTIONS
     from solder.codegen.scalar_ops import PRELUDE
-    src = "import triton\\nimport triton.language as tl\\n" + PRELUDE + """
+    HEAD = "import triton\\nimport triton.language as tl\\n"
+
+    def kernel(name, src):
+        # a @triton.jit function must live in a file: Triton reads its source back
+        path = os.path.join(tempfile.mkdtemp(), name + ".py")
+        open(path, "w").write(src)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod.k
+
+    def ptx(fn, sig, options):
+        return triton.compile(ASTSource(fn, sig, {"n": 64}), target=GPUTarget("cuda", 90, 32),
+                              options=options).asm["ptx"]
+
+    k = kernel("prelude_kernel", HEAD + PRELUDE + """
     @triton.jit
     def k(a, b, o, n: tl.constexpr):
         i = tl.arange(0, n)
@@ -22,56 +38,34 @@ SCRIPT = textwrap.dedent('''
         y = tl.load(b + i)
         q = _div_rn(x, y) + _div_rn(x, 0.5)     # (float16 operands divide in float32)
         tl.store(o + i, q + _trunc(q) + _round_half_even(q))
-    """
-    path = os.path.join(tempfile.mkdtemp(), "prelude_kernel.py")
-    open(path, "w").write(src)
-    spec = importlib.util.spec_from_file_location("prelude_kernel", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    """)
     for ty in sys.argv[1:]:
-        sig = {"a": "*" + ty, "b": "*" + ty, "o": "*" + ty, "n": "constexpr"}
-        ptx = triton.compile(ASTSource(mod.k, sig, {"n": 64}),
-                             target=GPUTarget("cuda", 90, 32)).asm["ptx"]
-        print(ty, "div.rn.f32" in ptx, "div.rn.f64" in ptx, "div.full.f32" in ptx)
+        code = ptx(k, {"a": "*" + ty, "b": "*" + ty, "o": "*" + ty, "n": "constexpr"}, {})
+        print(ty, "div.rn.f32" in code, "div.rn.f64" in code, "div.full.f32" in code)
+    one_in = {"a": "*fp32", "o": "*fp32", "n": "constexpr"}
     # libdevice's exp and log with the options Solder compiles its kernels with, and without
-    from solder.codegen.launch_configs import COMPILE_OPTIONS
-    src2 = "import triton\\nimport triton.language as tl\\n" + """
+    k = kernel("libdevice_kernel", HEAD + """
     @triton.jit
-    def k2(a, o, n: tl.constexpr):
+    def k(a, o, n: tl.constexpr):
         i = tl.arange(0, n)
         x = tl.load(a + i)
         tl.store(o + i, tl.extra.cuda.libdevice.exp(x) + tl.extra.cuda.libdevice.log(x))
-    """
-    path = os.path.join(tempfile.mkdtemp(), "libdevice_kernel.py")
-    open(path, "w").write(src2)
-    spec = importlib.util.spec_from_file_location("libdevice_kernel", path)
-    mod2 = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod2)
+    """)
     for name, options in (("solder", COMPILE_OPTIONS), ("default", {})):
-        ptx = triton.compile(ASTSource(mod2.k2, {"a": "*fp32", "o": "*fp32", "n": "constexpr"},
-                                       {"n": 64}),
-                             target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
-        print(name, *sorted({line.split()[0] for line in ptx.splitlines() if ".ftz" in line}))
+        code = ptx(k, one_in, options)
+        print(name, *sorted({line.split()[0] for line in code.splitlines() if ".ftz" in line}))
     # a product and a difference of two ops: contracted into one fma, x * x - x * x is the
     # rounding error of x * x, not the 0 that eager's two kernels give
-    src3 = "import triton\\nimport triton.language as tl\\n" + """
+    k = kernel("contract_kernel", HEAD + """
     @triton.jit
-    def k3(a, o, n: tl.constexpr):
+    def k(a, o, n: tl.constexpr):
         i = tl.arange(0, n)
         x = tl.load(a + i)
         t = x * x
         tl.store(o + i, t - t)
-    """
-    path = os.path.join(tempfile.mkdtemp(), "contract_kernel.py")
-    open(path, "w").write(src3)
-    spec = importlib.util.spec_from_file_location("contract_kernel", path)
-    mod3 = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod3)
+    """)
     for name, options in (("solder_fma", COMPILE_OPTIONS), ("default_fma", {})):
-        ptx = triton.compile(ASTSource(mod3.k3, {"a": "*fp32", "o": "*fp32", "n": "constexpr"},
-                                       {"n": 64}),
-                             target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
-        print(name, "fma.rn.f32" in ptx)
+        print(name, "fma.rn.f32" in ptx(k, one_in, options))
 ''')
 
 
