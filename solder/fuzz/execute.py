@@ -265,6 +265,12 @@ _EXACT_OPS = frozenset({
     "alias", "detach", "t", "permute", "expand"})
 
 
+# the rounding-noise runs a differing program's verdict weighs (``run``'s noise): two random
+# draws (one alone underestimates the move now and then), every rounding moved down, then up
+# (a sum of many cancels random moves), and neighbours moved apart (ties broken the other way)
+NOISE_RUNS = (1, 2, "down", "up", "alternate")
+
+
 class RoundingNoise(torch.utils._python_dispatch.TorchDispatchMode):
     """Eager with every rounding result of an op (a new floating tensor computed from tensors,
     not a view or an exact copy) moved by a unit of its dtype's rounding up, down or not at

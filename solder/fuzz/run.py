@@ -13,8 +13,8 @@ from typing import Optional
 import torch
 
 from .compare import verdict
-from .execute import (CORRECTED_OPS, attach_decomposed_strides, attach_meta_strides,
-                      jitter_of, run, run_corrected, run_on_cpu)
+from .execute import (CORRECTED_OPS, NOISE_RUNS, attach_decomposed_strides,
+                      attach_meta_strides, jitter_of, run, run_corrected, run_on_cpu)
 from .generate import generate, namespace
 from .program import Program
 
@@ -122,11 +122,8 @@ def _eager_variants(args, cfg: RunConfig, source: str, floor):
         jittered = run(*args, grad=cfg.grad, jitter=jitter_of(floor))
     except Exception:  # noqa: BLE001 - then eager's sensitivity excuses nothing
         jittered = None
-    # two draws of the rounding noise (one alone underestimates the move now and then),
-    # every rounding moved down, then up (a sum of many cancels random moves), and
-    # neighbours moved apart (ties broken the other way)
     try:
-        noisy = [run(*args, grad=cfg.grad, noise=k) for k in (1, 2, "down", "up", "alternate")]
+        noisy = [run(*args, grad=cfg.grad, noise=k) for k in NOISE_RUNS]
     except Exception:  # noqa: BLE001 - then eager's rounding noise excuses nothing
         noisy = None
     other = run_on_cpu(*args, grad=cfg.grad) if cfg.device == "cuda" else None

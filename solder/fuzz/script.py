@@ -39,7 +39,7 @@ def main(backend):
     except Exception:
         jittered = None
     try:
-        noisy = [run(*args, grad=GRAD, noise=k) for k in (1, 2, "down", "up", "alternate")]
+        noisy = [run(*args, grad=GRAD, noise=k) for k in NOISE_RUNS]
     except Exception:
         noisy = None
     other = run_on_cpu(*args, grad=GRAD)   # (a GPU program without random ops)
