@@ -18,6 +18,7 @@ import torch
 from ..codegen import launch_configs
 from ..codegen.scalar_ops import interpreting
 from ..codegen.generated import KernelSource
+from . import launcher_check
 
 
 class KernelCompileError(RuntimeError):
@@ -243,6 +244,9 @@ class KernelRunner:
                 kernel = self.fn[(grid0,)](*args, **cfg, **launch_configs.COMPILE_OPTIONS)
             else:
                 with count_compiles(self.stats):
+                    # its launcher checked before its first launch (runtime/launcher_check.py)
+                    launcher_check.check_before_launch(
+                        self.fn, args, {**cfg, **launch_configs.COMPILE_OPTIONS}, self.stats)
                     kernel = self.fn[(grid0,)](*args, **cfg, **launch_configs.COMPILE_OPTIONS)
         except Exception as e:
             fewer = _fewer_warps(cfg) if _layout_passes_failed(e) else None

@@ -29,6 +29,7 @@ import torch
 
 from ..codegen.launch_configs import COMPILE_OPTIONS, is_launch_config
 from ..codegen.scalar_ops import interpreting
+from . import launcher_check
 from .launch import count_compiles
 
 # a seed value with the specialization most draws have (not 1, not a multiple of 16, 32 bits)
@@ -319,6 +320,7 @@ def _load(kernel, on_device) -> None:
     try:
         with on_device():
             kernel.run  # noqa: B018 - the property loads the binary and builds the launcher
+            launcher_check.check_and_repair(kernel)
     except Exception:  # noqa: BLE001 - the launch loads it again and reports
         pass
 
