@@ -42,7 +42,7 @@ def test_a_kernel_with_another_kernels_launcher_gets_its_own():
     torch.testing.assert_close(out, x * 3)
 
 
-def test_a_solder_kernel_checks_its_launcher_once():
+def test_solder_kernels_launch_with_the_check_in_place():
     f = torch.compile(lambda a, b: torch.sin(a) * b + 1, backend="solder")
     a, b = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
     torch.testing.assert_close(f(a, b), torch.sin(a) * b + 1)
