@@ -355,27 +355,47 @@ def attach_meta_strides(observed, fn, make_inputs, rng_seed):
     onto eager's observed outputs. torch.compile traces with these functions and a backward
     graph is traced against their strides; for some ops they differ from what eager's kernels
     return (batch_norm of a permuted input, a sum of a contiguous and a permuted tensor), and a
-    compiled output with the predicted strides is not wrong. Left unset where fn cannot run on
-    fake tensors (data-dependent shapes)."""
+    compiled output with the predicted strides is not wrong. A program whose shapes depend on
+    its data (an index read from a 0-d tensor) runs on fake tensors that carry their real
+    values, as Dynamo traces it (a data-dependent size becomes the value it has)."""
     from torch._dispatch.python import enable_python_dispatcher
-    from torch._subclasses.fake_tensor import FakeTensorMode
     # twice: with the C++ meta kernels, and with the Python dispatcher on, as Dynamo traces;
     # there some ops take their Python reference's strides (``logical_xor`` of a permuted and
     # a broadcast input: (1, 1, 2) where the C++ kernel gives (4, 2, 1))
     for dispatcher in (contextlib.nullcontext, enable_python_dispatcher):
+        for with_values in (False, True):
+            try:
+                strides = _fake_strides(fn, make_inputs, rng_seed, dispatcher, with_values)
+            except Exception:  # noqa: BLE001 - then eager's strides are the only ones accepted
+                continue
+            _attach(observed, strides)
+            break
+
+
+def _fake_strides(fn, make_inputs, rng_seed, dispatcher, with_values: bool) -> list:
+    import logging
+
+    import torch._functorch.config as functorch_config
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    ins, _, _ = make_inputs(False, False)
+    shapes_log = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    level = shapes_log.level
+    with functorch_config.patch(fake_tensor_propagate_real_tensors=with_values):
+        # (values are carried only with a shape environment, which also names every
+        # data-dependent size it meets: a warning each, said by this process's logger)
+        mode = FakeTensorMode(shape_env=ShapeEnv() if with_values else None)
+        mode.cache_enabled = False      # its cache does not key on the dispatcher
+        shapes_log.setLevel(logging.ERROR)
         try:
-            ins, _, _ = make_inputs(False, False)
-            mode = FakeTensorMode()
-            mode.cache_enabled = False      # its cache does not key on the dispatcher
             with dispatcher(), mode:
-                fakes = [mode.from_tensor(t) for t in ins]
+                fakes = [mode.from_tensor(t, static_shapes=True) for t in ins]
                 torch.manual_seed(rng_seed)
                 outs = tuple(fn(*fakes))
-            strides = [tuple(t.stride()) if isinstance(t, torch.Tensor) else None
-                       for t in outs]
-        except Exception:  # noqa: BLE001 - then eager's strides are the only ones accepted
-            continue
-        _attach(observed, strides)
+        finally:
+            shapes_log.setLevel(level)
+    return [tuple(int(s) for s in t.stride()) if isinstance(t, torch.Tensor) else None
+            for t in outs]
 
 
 def attach_decomposed_strides(observed, fn, make_inputs, rng_seed):

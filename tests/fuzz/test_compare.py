@@ -377,6 +377,30 @@ def test_strides_of_dynamos_python_dispatcher_are_accepted():
     assert verdict(eager, [Observed("output 0", traced)]) == []
 
 
+def test_strides_are_predicted_for_a_program_that_indexes_with_its_data():
+    # seed 481332: an index read from a 0-d tensor (a data-dependent size on plain fake
+    # tensors) beside logical_and of a broadcast and a permuted input, which Dynamo traces with
+    # the meta strides (15, 3, 1) where eager's kernel gives (1, 3, 15): the fake tensors carry
+    # their values, so the meta strides are predicted for this program too
+    from solder.fuzz.compare import verdict
+    from solder.fuzz.execute import Observed, attach_meta_strides
+
+    def fn(a1, a2):
+        return torch.logical_and(torch.logsumexp(a1.amax(2), -1), a1), (a1 + 2.0)[a2.remainder(3)]
+
+    def make_inputs(up=False, grad=False):
+        return [torch.randn(9, 5, 3)[::3].permute(2, 1, 0),
+                torch.tensor([5, 7], dtype=torch.int32)[1:].view(())], [], []
+    out = fn(*make_inputs()[0])[0]
+    eager = [Observed("output 0", out)]
+    attach_meta_strides(eager, fn, make_inputs, 0)
+    traced = torch.empty_strided(out.shape, (15, 3, 1), dtype=out.dtype).copy_(out)
+    if eager[0].strides == traced.stride():
+        pytest.skip("this torch's meta function agrees with its kernel")
+    assert (15, 3, 1) in eager[0].meta_strides
+    assert verdict(eager, [Observed("output 0", traced)]) == []
+
+
 def test_a_gradient_that_sums_infinities_may_be_nan_or_inf():
     # fuzz seed 194179: layer_norm's backward of an upstream gradient with one inf: eager's
     # CPU kernel gives NaN everywhere, PyTorch's decomposition (the CUDA kernel's formula)
