@@ -62,6 +62,44 @@ def test_half_precision_is_read_and_rounded_as_eager():
             assert torch.equal(torch.signbit(o[o == 0]), torch.signbit(r[r == 0]))
 
 
+def test_float32_rounds_to_bfloat16_as_eager_in_registers_and_stores():
+    # ties both ways, the largest finite values (to infinity), subnormals, NaN and infinities,
+    # and random bit patterns: rounded in a register (solder_round_bf16, then computed on in
+    # float) and stored from one (solder_bf16_bits: already rounded)
+    g = torch.Generator().manual_seed(0)
+    rand = torch.randint(-2**31, 2**31 - 1, (1 << 16,), generator=g, dtype=torch.int64)
+    ties = torch.tensor([0x3f808000, 0x3f818000, 0x7f7f8000, 0x7f7fffff, 0x00008000, 0x00018000,
+                         0x80008000, 0x7f800000, 0xff800000, 0x7fc00001, 0xffa00000, 0x0],
+                        dtype=torch.int64)
+    bits = torch.cat([rand, ties, ties + 1, ties - 1]).to(torch.int32)
+    x = bits.view(torch.float32)
+
+    def fn(x):
+        return (x * 1.0).to(torch.bfloat16).float() * 2.0, (x + 0.0).to(torch.bfloat16)
+    out, report = _run(fn, x)
+    for o, r in zip(out, fn(x)):
+        same = (o == r) | (o.isnan() & r.isnan())
+        assert bool(same.all()), (x[~same][:4], o[~same][:4], r[~same][:4])
+    assert "solder_bf16_bits(" in report.graphs[0].kernels[0].source
+
+
+def test_a_value_rounded_to_bfloat16_is_kept_for_the_later_loop():
+    # RMSNorm over a residual sum: (x + res) rounded to bfloat16 once, in the sum's loop, and
+    # read back from the row's scratch by the normalizing loop
+    def fn(x, res, w):
+        h = x + res
+        return (h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+                ).to(x.dtype) * w, h
+    x, res = torch.randn(9, 200).bfloat16(), torch.randn(9, 200).bfloat16()
+    w = torch.randn(200).bfloat16()
+    out, report = _run(fn, x, res, w)
+    _same(out, fn(x, res, w))
+    src = report.graphs[0].kernels[0].source
+    assert "float sc0[200];" in src and " sc1[" not in src
+    # three roundings: the sum's, the normalized value's and the product's (not the sum's again)
+    assert src.count("solder_round_bf16(") == 3
+
+
 def test_integer_division_is_pythons_and_zero_raises_as_eager():
     # (not MIN // -1: eager's own truncating division traps on it)
     a = torch.tensor([7, -7, 7, -7, 0, 9], dtype=torch.int64)

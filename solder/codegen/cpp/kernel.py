@@ -193,12 +193,16 @@ class CppKernelGen:
             return f"solder_bf16_to_float({raw})"
         return raw
 
-    def write(self, buf: str, idx: str, val: str, val_dtype: torch.dtype) -> str:
+    def write(self, buf: str, idx: str, val: str, val_dtype: torch.dtype,
+              exact: bool = False) -> str:
+        """The store's target and value; ``exact``: the value is one of the buffer's dtype
+        already (rounded to it, or read as it), which a bfloat16 store then truncates."""
         dt = self.dtype_of(buf)
         if dt == torch.float16:
             val = f"solder_float_to_half(float({val}))"
         elif dt == torch.bfloat16:
-            val = f"solder_float_to_bf16(float({val}))"
+            fn = "solder_bf16_bits" if exact and val_dtype == dt else "solder_float_to_bf16"
+            val = f"{fn}(float({val}))"
         elif dt == torch.bool:
             val = f"({val} != 0)"
         else:
@@ -284,7 +288,8 @@ class CppKernelGen:
             printer = CppPrinter({**self.printer.names,
                                   **{s: em.value(iv) for s, iv in p.store_binds}})
         idx = printer(p.store_index)
-        where, val = self.write(p.buffer.name, idx, v, p.value.dtype)
+        where, val = self.write(p.buffer.name, idx, v, p.value.dtype,
+                                exact=p.value.op in ("cast", "load"))
         mode = getattr(p.buffer, "store_mode", "store")
         if mode == "store":
             stmt = f"{where} = {val};"

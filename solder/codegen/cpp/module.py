@@ -20,6 +20,10 @@ static inline uint16_t solder_float_to_bf16(float f) {
     if (f != f) return uint16_t((u >> 16) | 0x40);                 // a quiet NaN, sign kept
     return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);       // to nearest, ties to even
 }
+// the bits of a float that holds a bfloat16 value already (rounded to it, or read as it)
+static inline uint16_t solder_bf16_bits(float f) {
+    uint32_t u; std::memcpy(&u, &f, 4); return uint16_t(u >> 16);
+}
 static inline float solder_half_to_float(uint16_t h) {
     uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
     uint32_t u;
@@ -45,7 +49,13 @@ static inline uint16_t solder_float_to_half(float f) {
     if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h += 1;     // to nearest, ties to even
     return uint16_t(sign | h);
 }
-static inline float solder_round_bf16(float f) { return solder_bf16_to_float(solder_float_to_bf16(f)); }
+// a float rounded to bfloat16 and back, in 32-bit lanes (narrowing to 16 bits and widening
+// again cost more than the rounding in a vectorized loop)
+static inline float solder_round_bf16(float f) {
+    uint32_t u; std::memcpy(&u, &f, 4);
+    uint32_t r = f != f ? (u | 0x400000u) : (u + 0x7fffu + ((u >> 16) & 1u));
+    r &= 0xffff0000u; float g; std::memcpy(&g, &r, 4); return g;
+}
 static inline float solder_round_half(float f) { return solder_half_to_float(solder_float_to_half(f)); }
 
 // eager's CPU semantics: NaN from either side, and of two equal values the first

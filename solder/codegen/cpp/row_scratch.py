@@ -7,8 +7,8 @@ element and pass, most of the kernel's time. Where the row length is static and 
 for the stack, the earlier loop also writes such a value into ``float scK[rnumel]`` (in the
 value's register type: no rounding) and the later loops read it back.
 
-Only values with a transcendental call in them, and float16/bfloat16 elements read from memory
-(widened to float once), are kept (a subtraction is cheaper to recompute than to store and
+Only values with a transcendental call in them, float16/bfloat16 elements read from memory
+(widened to float once) and values rounded to float16/bfloat16 are kept (a subtraction is cheaper to recompute than to store and
 load), and only the largest ones a later stage reads whole.
 """
 from __future__ import annotations
@@ -45,10 +45,12 @@ def _expensive(v: E.Value) -> bool:
 
 
 def _worth_keeping(v: E.Value) -> bool:
-    # a transcendental call; or a float16/bfloat16 element read from memory, widened to float
-    # once instead of again in each loop (the row then comes from the stack, not the cache)
+    # a transcendental call; a float16/bfloat16 element read from memory, widened to float
+    # once instead of again in each loop (the row then comes from the stack, not the cache);
+    # or a value rounded to float16/bfloat16 (RMSNorm's ``(x + res).float()``): one kept value
+    # instead of its operands and a rounding in each loop
     return (v.op == "call" and _expensive(v)) or (
-        v.op == "load" and v.dtype in (torch.float16, torch.bfloat16))
+        v.op in ("load", "cast") and v.dtype in (torch.float16, torch.bfloat16))
 
 
 def plan(stages: list, rnumel) -> dict:
