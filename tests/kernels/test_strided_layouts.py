@@ -144,7 +144,9 @@ def test_index_fill_of_a_non_dense_input_keeps_eagers_layout(make):
 def test_batch_norm_of_a_transposed_input_is_laid_out_as_eager(training):
     # fuzz seed 271053: eager's kernels lay the result out in the input's suggested memory
     # format (contiguous here), the decomposition kept the input's transposed strides, and a
-    # later .view(-1) of it (after a graph break: Dynamo fakeifies the real result) raised
+    # later .view(-1) of it (after a graph break: Dynamo fakeifies the real result) raised.
+    # On CUDA eager's kernels keep the input's layout (empty_like): there it is the view that
+    # eager's own result refuses
     def fn(a, w):
         out = torch.nn.functional.batch_norm(a, torch.zeros(2, device=a.device),
                                              torch.ones(2, device=a.device), w, None,
@@ -158,7 +160,9 @@ def test_batch_norm_of_a_transposed_input_is_laid_out_as_eager(training):
     for o, r in zip(out, ref):
         torch.testing.assert_close(o, r)
         assert o.stride() == r.stride()
-    assert out[0].view(-1).shape == (8,)
+    assert out[0].is_contiguous() == ref[0].is_contiguous()
+    if ref[0].is_contiguous():
+        assert out[0].view(-1).shape == (8,)
 
 
 def test_index_fill_keeps_the_strides_of_its_inputs_size_1_dims():
