@@ -140,7 +140,7 @@ def bounds(expr, ranges: Mapping[sympy.Symbol, sympy.Expr]):
     if isinstance(expr, ModIndex):
         lo, hi = bounds(expr.args[0], ranges)
         n = expr.args[1]
-        if hi is not None and _le(hi, n - 1):
+        if hi is not None and provably_le(hi, n - 1):
             return lo, hi
         return sympy.Integer(0), n - 1
     if expr.is_Add:
@@ -161,7 +161,7 @@ def bounds(expr, ranges: Mapping[sympy.Symbol, sympy.Expr]):
         lo, hi = sympy.Integer(1), sympy.Integer(1)
         for a in expr.args:
             alo, ahi = bounds(a, ranges)
-            if alo is None or not _le(0, alo):
+            if alo is None or not provably_le(0, alo):
                 return None, None
             lo = lo * alo
             hi = None if hi is None or ahi is None else hi * ahi
@@ -171,7 +171,7 @@ def bounds(expr, ranges: Mapping[sympy.Symbol, sympy.Expr]):
     return None, None
 
 
-def _le(a, b) -> bool:
+def provably_le(a, b) -> bool:
     """True only when a <= b is provable (sizes are positive integers)."""
     if a is None or b is None:
         return False
@@ -201,10 +201,10 @@ def _simplify(expr, ranges):
         b = expr.args[1]
         lo, hi = bounds(a, ranges)
         if isinstance(expr, ModIndex):
-            if lo is not None and _le(0, lo) and _le(hi, b - 1):
+            if lo is not None and provably_le(0, lo) and provably_le(hi, b - 1):
                 return a
             return _divide_out(expr.func, a, b, ranges)
-        if lo is not None and _le(0, lo) and _le(hi, b - 1):
+        if lo is not None and provably_le(0, lo) and provably_le(hi, b - 1):
             return sympy.Integer(0)
         return _divide_out(expr.func, a, b, ranges)
     out = expr.func(*[_simplify(a, ranges) for a in expr.args])
@@ -221,7 +221,7 @@ def _divide_out(kind, a, b, ranges):
         if q == 0:
             continue
         lo, hi = bounds(rest, ranges)
-        if lo is None or not (_le(0, lo) and _le(hi, g - 1)):
+        if lo is None or not (provably_le(0, lo) and provably_le(hi, g - 1)):
             continue
         d = sympy.cancel(b / g)
         if kind is FloorDiv:

@@ -100,6 +100,27 @@ def test_a_value_rounded_to_bfloat16_is_kept_for_the_later_loop():
     assert src.count("solder_round_bf16(") == 3
 
 
+def test_loads_in_bounds_everywhere_are_unmasked_and_the_rest_stay_masked():
+    # as_strided_scatter's two halves: each element read exists wherever the loop runs, so it
+    # is read unconditionally and selected (a plain vector load, not a masked gather); a pad's
+    # read of x[i - 1] reaches before the first element at i = 0 and keeps its mask
+    def scatter(a, b):
+        return torch.as_strided_scatter(a * 8 + 10, b * 2 - 4, size=(a.numel() // 2,),
+                                        stride=(2,))
+    a, b = torch.randn(64), torch.randn(32)
+    out, report = _run(scatter, a, b)
+    _same(out, scatter(a, b))
+    src = report.graphs[0].kernels[0].source
+    assert "? ptr" not in src and src.count("= ptr0[") == 1 and src.count("= ptr1[") == 1
+
+    def pad(x):
+        return torch.nn.functional.pad(x, (1, 1), value=-1.0) * 2
+    x = torch.randn(5, 7)
+    out, report = _run(pad, x)
+    _same(out, pad(x))
+    assert "? ptr0[" in report.graphs[0].kernels[0].source
+
+
 def test_integer_division_is_pythons_and_zero_raises_as_eager():
     # (not MIN // -1: eager's own truncating division traps on it)
     a = torch.tensor([7, -7, 7, -7, 0, 9], dtype=torch.int64)

@@ -18,6 +18,7 @@ import sympy
 import torch
 
 from ...ir import expr as E
+from ...ir import indexing
 from ...schedule.fusion import Kernel
 from ...schedule.prepare import RINDEX, XINDEX
 from ..emitter import ScopedEmitter
@@ -87,7 +88,12 @@ class Emitter(ScopedEmitter):
                 names[s] = self.value(iv)
             idx = CppPrinter(names)(index)
             read = g.read(buf, idx)
-            if mask is not None:
+            if mask is not None and not ind and g.always_in_bounds(buf, index):
+                # an element that exists wherever the loop is: read it unconditionally and
+                # select, which vectorizes as a plain load and a blend instead of a masked
+                # gather (as_strided_scatter's halves)
+                read = f"({self.value(mask)} ? {self.tmp(v.dtype, read)} : {reg_type(v.dtype)}(0))"
+            elif mask is not None:
                 read = f"({self.value(mask)} ? {read} : {reg_type(v.dtype)}(0))"
             return self.tmp(v.dtype, read)
         if v.op == "const":
@@ -177,6 +183,21 @@ class CppKernelGen:
             self.ptr_names[target] = f"ptr{len(self.ptr_names)}"
             self.args.append(("ptr", target))
         return self.ptr_names[target]
+
+    def always_in_bounds(self, buf: str, index) -> bool:
+        """Whether ``index`` addresses an element of ``buf``'s own layout for every value the
+        loop variables take (so a load of it needs no mask to be safe)."""
+        k, lay = self.kernel, self.by_name[self._target(buf)].layout
+        index = sympy.sympify(index)
+        if any(str(s).startswith("ind") for s in index.free_symbols):
+            return False
+        dims = [(sympy.sympify(n), sympy.sympify(st)) for n, st in zip(lay.size, lay.stride)]
+        if not all(n.is_positive and st.is_nonnegative for n, st in dims):
+            return False
+        first = sympy.sympify(lay.offset)
+        last = first + sum(((n - 1) * st for n, st in dims), sympy.Integer(0))
+        lo, hi = indexing.bounds(index, {XINDEX: k.xnumel, RINDEX: k.rnumel})
+        return indexing.provably_le(first, lo) and indexing.provably_le(hi, last)
 
     def dtype_of(self, buf: str) -> torch.dtype:
         dt = self.by_name[self._target(buf)].dtype
