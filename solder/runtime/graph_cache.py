@@ -78,13 +78,19 @@ def fingerprint(gm) -> str:
 def _description(gm) -> tuple:
     """What lowering reads from ``gm``, as plain data whose ``repr`` is the same in every
     process: each node's name, kind, target and arguments (other nodes by name), its example
-    value and its source lines (which kernel comments quote). Read off the nodes rather than
+    value and its source lines (which kernel comments quote), and the graph's own metadata. Read off the nodes rather than
     printed as the graph's code: an 8-layer LLaMA step's two graphs took 33 ms to print on the
     CPU, 5 ms to describe this way."""
+    from ..ir.nodes import PLAIN_OUTPUTS
     from ..provenance import source_of
-    return tuple((node.name, node.op, _target(node.target), _arg(node.args), _arg(node.kwargs),
-                  _meta(node.meta.get("val")), tuple(source_of(node)))
-                 for node in gm.graph.nodes)
+    nodes = tuple((node.name, node.op, _target(node.target), _arg(node.args), _arg(node.kwargs),
+                   _meta(node.meta.get("val")), tuple(source_of(node)))
+                  for node in gm.graph.nodes)
+    # and what the graph module carries beside its nodes: which outputs the caller gets as
+    # they are (a view among them is returned as a real view: the same nodes make another
+    # wrapper when an input's requires_grad differs)
+    plain = gm.meta.get(PLAIN_OUTPUTS)
+    return nodes + ((PLAIN_OUTPUTS, None if plain is None else tuple(sorted(plain))),)
 
 
 def _target(t) -> str:

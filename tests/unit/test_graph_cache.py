@@ -382,6 +382,22 @@ def test_the_key_follows_the_graph_not_a_stale_forward():
     assert graph_key(gm, "inference", Config(), True) != before
 
 
+def test_the_key_follows_which_outputs_the_caller_gets_as_they_are():
+    # the same forward nodes make another wrapper when another set of outputs reaches the
+    # caller as it is (a view among them is returned as a real view: ir/nodes.py PLAIN_OUTPUTS)
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from solder.config import Config
+    from solder.ir.nodes import PLAIN_OUTPUTS
+    from solder.runtime.graph_cache import fingerprint, graph_key
+    keys = []
+    for plain in (None, frozenset(), frozenset({1})):
+        gm = make_fx(lambda x: (x.sin(), x.t()))(torch.ones(3, 2))
+        if plain is not None:
+            gm.meta[PLAIN_OUTPUTS] = plain
+        keys.append((graph_key(gm, "forward", Config(), True), fingerprint(gm)))
+    assert len({k for k, _ in keys}) == 3 and len({f for _, f in keys}) == 3
+
+
 def test_the_key_tells_apart_what_the_code_would():
     # the key describes the nodes themselves: each argument's type and value, each keyword,
     # each target, as the graph's printed code would have
