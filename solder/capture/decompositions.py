@@ -326,6 +326,26 @@ def _std_mean(x, dim, correction, keepdim):
     return _rounded(x, torch.sqrt(var), mean)
 
 
+def _log_softmax(x, dim, half_to_float):
+    """Eager's CPU kernel for a float16/bfloat16 log_softmax over the last dim rounds the row's
+    sum of exponentials and its log to the input's dtype before the subtraction (its scratch
+    row is of that dtype): [-2, 5] in bfloat16 gives [-7, 0], where the sum in float32 gives
+    [-7, -0.000911] (fuzz seed 531837; every element of random rows matches this formula).
+    Over other dims, on other devices and in float32, PyTorch's decomposition (no rounding)."""
+    nd = max(x.dim(), 1)
+    if (x.device.type != "cpu" or half_to_float or x.dtype not in (torch.float16, torch.bfloat16)
+            or dim % nd != nd - 1 or x.numel() == 0):
+        return _PYTORCH_LOG_SOFTMAX(x, dim, half_to_float)
+    xf = x.contiguous().to(torch.float32)
+    shifted = xf - torch.amax(xf, dim, keepdim=True)
+    row_sum = torch.sum(torch.exp(shifted), dim, keepdim=True).to(x.dtype).to(torch.float32)
+    log_sum = torch.log(row_sum).to(x.dtype).to(torch.float32)
+    return (shifted - log_sum).to(x.dtype)
+
+
+_PYTORCH_LOG_SOFTMAX = get_decompositions([aten._log_softmax])[aten._log_softmax.default]
+
+
 def _repeat(self, repeats):
     """Each dim tiled ``r`` times: a view with a size-``r`` axis before each dim, expanded and
     copied contiguously, then merged. Eager's result is contiguous; PyTorch's decomposition
@@ -413,6 +433,7 @@ _MOMENTS = {getattr(packet, name): (own, get_decompositions([packet])[getattr(pa
 
 # Solder's own decompositions: ops PyTorch's tables leave whole (or get wrong)
 OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.default: _repeat,
+       aten._log_softmax.default: _log_softmax,
        aten.xlogy.Scalar_Other: _xlogy_scalar_other,
        aten.index_add.default: _index_add,
        aten.linalg_vector_norm.default: _vector_norm,
