@@ -20,6 +20,7 @@ from ..pipeline import CompileContext, child_answer, compile_graph
 from ..runtime.forked_compile import ForkedWork, available as forked_compile_available
 from .cse import eliminate_common_subexpressions
 from .decompositions import solder_decompositions
+from .empty_tangents import zero_empty_tangent_gradients
 from .passes import prepare_graph
 from .attention_backends import restricted as attention_backends_restricted
 from .attention_masks import simplify_attention_masks
@@ -97,6 +98,7 @@ def _partition(ctx: CompileContext, joint, joint_inputs, **kwargs):
         fw, bw = min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor",
                                                      **kwargs)
     save_mutated_inputs_by_value(fw, kwargs.get("num_fwd_outputs"))
+    zero_empty_tangent_gradients(bw)
     # AOTAutograd also partitions the bodies of higher-order ops with this function, before
     # the graph that holds them: the last partition's backward is the one compiled next
     if ctx.backward_child is not None:

@@ -1,0 +1,61 @@
+"""Gradients from outputs with no elements are zeros (capture/empty_tangents.py): what a backward
+computes from an empty tangent alone is replaced by zeros, so 0 * 0 / 0 in a derivative formula
+does not reach an input's gradient as NaN where eager never runs that formula."""
+import torch
+
+from solder.capture.empty_tangents import zero_empty_tangent_gradients
+
+
+def _xlogy_and_an_empty_view(a):
+    # xlogy's derivative of its second argument multiplies the gradient by self / other: at
+    # a == 0 that is 0 * 0 / 0 (fuzz seed 532948)
+    v = torch.xlogy(a, a)
+    return a.sin(), v.narrow(1, 1, 0)
+
+
+def _grad(fn, backend, a):
+    leaf = a.clone().requires_grad_()
+    f = torch.compile(fn, backend=backend) if backend else fn
+    out = f(leaf * 1)
+    return torch.autograd.grad(out[0].sum(), leaf)[0]
+
+
+def test_an_empty_outputs_gradient_leaves_no_nan():
+    a = torch.tensor([[0.0, 0.0, 1.5], [2.0, 0.0, -1.0]])
+    torch._dynamo.reset()
+    expected = _grad(_xlogy_and_an_empty_view, None, a)
+    got = _grad(_xlogy_and_an_empty_view, "solder", a)
+    assert not got.isnan().any()
+    torch.testing.assert_close(got, expected)
+
+
+def test_only_values_from_empty_tangents_alone_are_replaced():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def backward(saved, tangents_1, tangents_2):
+        dead = torch.zeros(2, 3).slice_scatter(tangents_2, 1, 1, 1) * saved / saved
+        live = tangents_1 * saved
+        return live + dead, dead.eq(0)
+    args = (torch.tensor([[0.0, 1.0, 2.0], [3.0, 0.0, 1.0]]), torch.ones(2, 3), torch.ones(2, 0))
+    gm = make_fx(backward)(*args)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, name in zip(placeholders, ("saved", "tangents_1", "tangents_2")):
+        node.name = name
+    before = gm(*args)
+    assert before[0].isnan().any()
+    assert zero_empty_tangent_gradients(gm) > 0
+    after = gm(*args)
+    torch.testing.assert_close(after[0], args[1] * args[0])   # the live part, no NaN
+    assert after[1].all()                                     # a bool computed from the zeros
+    assert zero_empty_tangent_gradients(gm) == 0              # done once
+
+
+def test_a_graph_without_empty_tangents_is_left_alone():
+    from torch.fx.experimental.proxy_tensor import make_fx
+    gm = make_fx(lambda saved, tangents_1: tangents_1 * saved / saved)(torch.zeros(3),
+                                                                       torch.ones(3))
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" and node.name != "saved_1":
+            node.name = node.name.replace("tangents_1_1", "tangents_1")
+    code = gm.code
+    assert zero_empty_tangent_gradients(gm) == 0 and gm.code == code
