@@ -103,3 +103,36 @@ def test_a_half_log_softmax_on_cuda_is_eagers(dtype):
     pair = torch.tensor([-2.0, 5.0], dtype=dtype, device="cuda")
     is_zero = torch.compile(lambda x: torch.log_softmax(x, -1) == 0, backend="solder")
     assert is_zero(pair).tolist() == (torch.log_softmax(pair, -1) == 0).tolist()
+
+
+def test_a_constant_groups_norm_is_eagers_to_the_bit():
+    # fuzz seed 533279: a group of two equal values (variance 0): eager's rstd is 1 / sqrt(eps)
+    # in float64 (316.22775 where float32's rsqrt gives 316.22778) and its output one fused
+    # multiply-add x * a + b; PyTorch's decomposition put the second channel a unit off -0.25,
+    # on the other side of a clamp's bound, and the clamp's gradient mask flipped
+    x = torch.full((1, 2, 1), 1.2567737102508545)
+    w, b = torch.linspace(0.25, 3.0, 2), torch.linspace(-2.0, -0.25, 2)
+
+    def fn(x):
+        return torch.nn.functional.group_norm(x, 1, w, b).clamp(min=-0.25) >= -0.25
+    eager = torch.ops.aten.native_group_norm(x, w, b, 1, 2, 1, 1, 1e-5)
+    from solder.capture.decompositions import _native_group_norm
+    for got, want in zip(_native_group_norm(x, w, b, 1, 2, 1, 1, 1e-5), eager):
+        assert torch.equal(got, want)
+    assert torch.equal(torch.compile(fn, backend="solder")(x), fn(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_a_half_group_norm_is_eagers_to_the_bit(dtype, channels_last):
+    # in float32 the statistics are summed in another order than eager's kernel (a unit apart
+    # at times); rounded to a half dtype the output is eager's
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 6, 4, 4, generator=g).to(dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    w, b = torch.randn(6, generator=g).to(dtype), torch.randn(6, generator=g).to(dtype)
+    from solder.capture.decompositions import _native_group_norm
+    got = _native_group_norm(x, w, b, 2, 6, 16, 3, 1e-5)
+    want = torch.ops.aten.native_group_norm(x, w, b, 2, 6, 16, 3, 1e-5)
+    assert torch.equal(got[0], want[0]) and got[0].stride() == want[0].stride()
