@@ -156,6 +156,8 @@ class KernelRunner:
         # (size arguments, seed specialization, all pointers 16-byte aligned) -> LaunchPlan: the
         # steady state of a graph is one dict lookup and one call into Triton's C launcher
         self.plans: dict[Any, LaunchPlan] = {}
+        # (config, specialization) whose launcher runtime/launcher_check.py has checked
+        self.launchers_checked: set = set()
         self.ptr_idx = tuple(i for i, (kind, _) in enumerate(src.args) if kind == "ptr")
         self.seed_idx = tuple(i for i, (kind, _) in enumerate(src.args) if kind == "seed")
         self.tail_start = min((i for i, (kind, _) in enumerate(src.args)
@@ -244,9 +246,13 @@ class KernelRunner:
                 kernel = self.fn[(grid0,)](*args, **cfg, **launch_configs.COMPILE_OPTIONS)
             else:
                 with count_compiles(self.stats):
-                    # its launcher checked before its first launch (runtime/launcher_check.py)
-                    launcher_check.check_before_launch(
-                        self.fn, args, {**cfg, **launch_configs.COMPILE_OPTIONS}, self.stats)
+                    # its launcher checked before its first launch (runtime/launcher_check.py);
+                    # once per config and specialization: tuning's timed launches come here too
+                    checked = (tuple(sorted(cfg.items())), _specialization(args))
+                    if checked not in self.launchers_checked:
+                        launcher_check.check_before_launch(
+                            self.fn, args, {**cfg, **launch_configs.COMPILE_OPTIONS}, self.stats)
+                        self.launchers_checked.add(checked)
                     kernel = self.fn[(grid0,)](*args, **cfg, **launch_configs.COMPILE_OPTIONS)
         except Exception as e:
             fewer = _fewer_warps(cfg) if _layout_passes_failed(e) else None
