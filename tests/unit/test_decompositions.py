@@ -136,3 +136,28 @@ def test_a_half_group_norm_is_eagers_to_the_bit(dtype, channels_last):
     got = _native_group_norm(x, w, b, 2, 6, 16, 3, 1e-5)
     want = torch.ops.aten.native_group_norm(x, w, b, 2, 6, 16, 3, 1e-5)
     assert torch.equal(got[0], want[0]) and got[0].stride() == want[0].stride()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(1, 2, 4, 1).permute(0, 2, 1, 3),     # channels-last contiguous (540728)
+    lambda: torch.randn(2, 2, 1, 1),                          # contiguous and channels-last
+    lambda: torch.randn(2, 4, 4, 1).permute(0, 3, 1, 2),      # (2, 1, 4, 4): both again
+    lambda: torch.randn(2, 3, 4, 5).permute(0, 2, 1, 3),      # neither: suggested format
+    lambda: torch.randn(2, 3, 4, 5, 2).permute(0, 4, 1, 2, 3),  # channels-last-3d
+    lambda: torch.randn(5, 3).t(),                            # 2-d
+])
+@pytest.mark.parametrize("training", [True, False])
+def test_a_cpu_batch_norm_result_has_eagers_strides_size_1_dims_included(make, training):
+    # eager's CPU batch norm: contiguous for a contiguous input, channels-last for a
+    # channels-last contiguous one, else the suggested format, with that format's own strides
+    # (a later stack picks its layout by the size-1 dims' strides too: seed 540522)
+    x = make()
+    c = x.shape[1]
+    w, b = torch.randn(c), torch.randn(c)
+
+    def fn(x):
+        return torch.nn.functional.batch_norm(x, torch.zeros(c), torch.ones(c), w, b,
+                                              training=training)
+    got, want = torch.compile(fn, backend="solder")(x), fn(x)
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride()
