@@ -9,7 +9,7 @@ nothing flows back from an output the loss does not use, and an empty output is 
 gradient is undefined, and autograd skips formulas whose gradients are all undefined).
 
 So every floating value of the backward that depends on empty tangents and on no other tangent
-is replaced by zeros of its shape and layout before lowering; what mixes both is computed as
+is replaced by contiguous zeros of its shape before lowering; what mixes both is computed as
 before, from those zeros. (An empty output that the loss does use, ``v.sum()``, gets the same
 zeros where eager would compute 0 * 0 / 0: the exact answer over eager's NaN.)
 """
@@ -41,7 +41,7 @@ def zero_empty_tangent_gradients(gm: fx.GraphModule) -> int:
             continue
         val = node.meta.get("val")
         if not (isinstance(val, torch.Tensor) and val.is_floating_point()
-                and all(isinstance(s, int) for s in (*val.shape, *val.stride()))):
+                and all(isinstance(s, int) for s in val.shape)):
             continue   # (bools and integers are computed again from the zeros)
         with graph.inserting_before(node):
             zeros = _zeros_like(graph, val)
@@ -65,10 +65,10 @@ def _static_numel(val):
 
 
 def _zeros_like(graph: fx.Graph, val: torch.Tensor) -> fx.Node:
-    kwargs = dict(dtype=val.dtype, layout=torch.strided, device=val.device, pin_memory=False)
-    empty = graph.call_function(aten.empty_strided.default,
-                                (list(val.shape), list(val.stride())), kwargs)
-    empty.meta["val"] = val.new_empty_strided(val.shape, val.stride())
-    zeros = graph.call_function(aten.fill.Scalar, (empty, 0.0))
-    zeros.meta["val"] = empty.meta["val"]
+    """Contiguous zeros of ``val``'s shape: the value it stands for may be an expanded view
+    (stride 0), which later writes into it must not inherit."""
+    zeros = graph.call_function(aten.full.default, (list(val.shape), 0.0),
+                                dict(dtype=val.dtype, layout=torch.strided, device=val.device,
+                                     pin_memory=False))
+    zeros.meta["val"] = val.new_zeros(val.shape)
     return zeros

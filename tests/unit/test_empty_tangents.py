@@ -59,3 +59,20 @@ def test_a_graph_without_empty_tangents_is_left_alone():
             node.name = node.name.replace("tangents_1_1", "tangents_1")
     code = gm.code
     assert zero_empty_tangent_gradients(gm) == 0 and gm.code == code
+
+
+def test_zeros_standing_for_an_expanded_gradient_are_writable():
+    # fuzz seed 551531: the gradient of a sum through an empty slice of its 0-d result is an
+    # expand (stride 0); zeros laid out so would be a tensor no later write may go into
+    def fn(a0, a1):
+        return torch.maximum(a1, a0), a1.sum(-1).view(-1)[2:3]
+    a0, a1 = torch.tensor([0.3]), torch.tensor([0.3, -1.0])
+    grads = []
+    for backend in (None, "solder"):
+        torch._dynamo.reset()
+        leaves = [a0.clone().requires_grad_(), a1.clone().requires_grad_()]
+        f = torch.compile(fn, backend=backend) if backend else fn
+        out = f(*leaves)
+        grads.append(torch.autograd.grad(out[0].sum(), leaves))
+    for got, want in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got, want)
