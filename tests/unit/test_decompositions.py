@@ -161,3 +161,14 @@ def test_a_cpu_batch_norm_result_has_eagers_strides_size_1_dims_included(make, t
     got, want = torch.compile(fn, backend="solder")(x), fn(x)
     torch.testing.assert_close(got, want)
     assert got.stride() == want.stride()
+
+
+def test_a_group_norm_without_weight_and_bias_is_eagers_formula():
+    # without weight and bias eager's kernel computes (x - mean) * rstd, not the fused form:
+    # a constant group is 0, where x * rstd - mean * rstd is the rounding error of the product
+    # (seed 552677: an rms_norm of such a row amplified it to 0.0058)
+    from solder.capture.decompositions import _native_group_norm
+    x = torch.full((2, 4, 3), 1.2567737102508545)
+    y, _, _ = _native_group_norm(x, None, None, 2, 4, 3, 2, 1e-5)
+    assert torch.equal(y, torch.ops.aten.native_group_norm(x, None, None, 2, 4, 3, 2, 1e-5)[0])
+    assert bool((y == 0).all())
