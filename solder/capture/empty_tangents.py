@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
+from .passes import remove_dead_code
+
 aten = torch.ops.aten
 
 
@@ -48,7 +50,9 @@ def zero_empty_tangent_gradients(gm: fx.GraphModule) -> int:
         node.replace_all_uses_with(zeros)
         replaced += 1
     if replaced:
-        graph.eliminate_dead_code()
+        # Solder's dead-code removal: FX's own would drop ops kept for their effect (linalg's
+        # error checks), which return nothing
+        remove_dead_code(gm)
         gm.recompile()
     return replaced
 
