@@ -353,10 +353,10 @@ def _native_group_norm(input, weight, bias, batch, channels, inner, groups, eps)
     constant group: 316.22778 against eager's 316.22775); and the output as eager computes it
     (CPU and CUDA): ``a = rstd * weight`` and ``b = bias - a * mean`` per channel, then one fused
     multiply-add ``x * a + b`` per element; without weight and bias ``(x - mean) * rstd``, as
-    eager's kernel has it (a constant group is then exactly 0, seed 552677). PyTorch's ``(x - mean) * rstd * weight + bias``
-    rounds elsewhere (one unit apart on 375 of 1200 random elements given eager's statistics,
-    none with these formulas), and a constant group's output a unit off a clamp's bound flipped
-    the clamp's gradient mask (fuzz seed 533279)."""
+    eager's kernel has it (a constant group is then exactly 0, seed 552677). PyTorch's
+    ``(x - mean) * rstd * weight + bias`` rounds elsewhere (one unit apart on 375 of 1200
+    random elements given eager's statistics, none with these formulas), and a constant
+    group's output a unit off a clamp's bound flipped the clamp's gradient mask (seed 533279)."""
     torch._check(input.ndim >= 2, lambda: "group_norm expects at least 2 dimensions")
     torch._check(channels % groups == 0,
                  lambda: f"group_norm: {channels} channels in {groups} groups")
@@ -413,7 +413,7 @@ def _repeat(self, repeats):
         memory_format=torch.contiguous_format).reshape(out)
 
 
-def _in_input_format(decomposition, cuda_keeps_input_layout=False):
+def _in_input_format(decomposition, batch_norm=False):
     """``decomposition`` with its result (or its first result) laid out as eager's kernels lay
     it out. Eager's adaptive average pool and batch norms on the CPU follow the input's
     suggested memory format (channels-last in, channels-last out; contiguous for a transposed
@@ -426,14 +426,13 @@ def _in_input_format(decomposition, cuda_keeps_input_layout=False):
     def in_input_format(input, *args, **kwargs):
         out = decomposition(input, *args, **kwargs)
         first = out[0] if isinstance(out, (tuple, list)) else out
-        if cuda_keeps_input_layout and _lays_out_as_empty_like(input.device):
+        if batch_norm and _lays_out_as_empty_like(input.device):
             first = _in_layout_of(first, input)
         else:
             # eager's kernels allocate the result with empty_like(input, fmt): the format's
             # own strides, size-1 dims' too (a later stack or cat picks its layout by them,
             # seed 540522)
-            fmt = (_cpu_batch_norm_format(input) if cuda_keeps_input_layout
-                   else suggest_memory_format(input))
+            fmt = _cpu_batch_norm_format(input) if batch_norm else suggest_memory_format(input)
             strides = _strides_of_format(first.shape, fmt)
             if tuple(first.stride()) == strides:
                 return out
@@ -545,7 +544,7 @@ def solder_decompositions() -> dict:
     table.update(OWN)
     for op in _IN_INPUT_FORMAT:
         if op in table:
-            table[op] = _in_input_format(table[op], cuda_keeps_input_layout=op in _BATCH_NORMS)
+            table[op] = _in_input_format(table[op], batch_norm=op in _BATCH_NORMS)
     for packet in KEEP:
         for name in packet.overloads():
             table.pop(getattr(packet, name), None)

@@ -78,9 +78,9 @@ def fingerprint(gm) -> str:
 def _description(gm) -> tuple:
     """What lowering reads from ``gm``, as plain data whose ``repr`` is the same in every
     process: each node's name, kind, target and arguments (other nodes by name), its example
-    value and its source lines (which kernel comments quote), and the graph's own metadata. Read off the nodes rather than
-    printed as the graph's code: an 8-layer LLaMA step's two graphs took 33 ms to print on the
-    CPU, 5 ms to describe this way."""
+    value and its source lines (which kernel comments quote), and the graph's own metadata.
+    Read off the nodes rather than printed as the graph's code: an 8-layer LLaMA step's two
+    graphs took 33 ms to print on the CPU, 5 ms to describe this way."""
     from ..ir.nodes import PLAIN_OUTPUTS
     from ..provenance import source_of
     nodes = tuple((node.name, node.op, _target(node.target), _arg(node.args), _arg(node.kwargs),

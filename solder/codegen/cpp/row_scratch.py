@@ -8,8 +8,9 @@ for the stack, the earlier loop also writes such a value into ``float scK[rnumel
 value's register type: no rounding) and the later loops read it back.
 
 Only values with a transcendental call in them, float16/bfloat16 elements read from memory
-(widened to float once) and values rounded to float16/bfloat16 are kept (a subtraction is cheaper to recompute than to store and
-load), and only the largest ones a later stage reads whole.
+(widened to float once) and values rounded to float16/bfloat16 are kept (a subtraction is
+cheaper to recompute than to store and load), and only the largest ones a later stage reads
+whole.
 """
 from __future__ import annotations
 
