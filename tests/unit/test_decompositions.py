@@ -80,14 +80,14 @@ def test_a_half_log_softmax_rounds_as_eagers_cpu_kernel(dtype, shape, dim):
     # over other dims it does not (there a sum in another order may round an element the
     # other way: compared within the dtype's tolerance)
     g = torch.Generator().manual_seed(0)
-    x = (torch.randn(shape, generator=g) * 4).to(dtype)
+    x = (torch.randn(shape, generator=g, device="cpu") * 4).to(dtype)   # the CPU's kernel
     got = torch.compile(lambda x: torch.log_softmax(x, dim), backend="solder")(x)
     if dim % len(shape) == len(shape) - 1:
         assert torch.equal(got, torch.log_softmax(x, dim))
     else:
         torch.testing.assert_close(got, torch.log_softmax(x, dim))
     if dtype == torch.bfloat16 and len(shape) == 1:
-        pair = torch.tensor([-2.0, 5.0], dtype=dtype)
+        pair = torch.tensor([-2.0, 5.0], dtype=dtype, device="cpu")
         assert torch.compile(lambda x: torch.log_softmax(x, -1) == 0,
                              backend="solder")(pair).tolist() == [False, True]
 
@@ -97,7 +97,7 @@ def test_a_half_log_softmax_rounds_as_eagers_cpu_kernel(dtype, shape, dim):
 def test_a_half_log_softmax_on_cuda_is_eagers(dtype):
     # the CPU kernel's roundings (above) are the CPU's: on CUDA, PyTorch's decomposition
     g = torch.Generator().manual_seed(0)
-    x = (torch.randn(64, 300, generator=g) * 4).to(dtype).cuda()
+    x = (torch.randn(64, 300, generator=g, device="cpu") * 4).to(dtype).cuda()
     got = torch.compile(lambda x: torch.log_softmax(x, -1), backend="solder")(x)
     torch.testing.assert_close(got, torch.log_softmax(x, -1))
     pair = torch.tensor([-2.0, 5.0], dtype=dtype, device="cuda")
@@ -128,10 +128,11 @@ def test_a_half_group_norm_is_eagers_to_the_bit(dtype, channels_last):
     # in float32 the statistics are summed in another order than eager's kernel (a unit apart
     # at times); rounded to a half dtype the output is eager's
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 6, 4, 4, generator=g).to(dtype)
+    here = torch.get_default_device()   # CUDA's kernel too, where the tests run on a GPU
+    x = torch.randn(2, 6, 4, 4, generator=g, device="cpu").to(here, dtype)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    w, b = torch.randn(6, generator=g).to(dtype), torch.randn(6, generator=g).to(dtype)
+    w, b = (torch.randn(6, generator=g, device="cpu").to(here, dtype) for _ in range(2))
     from solder.capture.decompositions import _native_group_norm
     got = _native_group_norm(x, w, b, 2, 6, 16, 3, 1e-5)
     want = torch.ops.aten.native_group_norm(x, w, b, 2, 6, 16, 3, 1e-5)
