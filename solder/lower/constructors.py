@@ -17,13 +17,13 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 
-def _const(call: Call, value):
+def _const(call: Call, value, stride=None):
     dtype = call.dtype
     if isinstance(value, sympy.Basic) and not value.is_Number:
         v = E.cast(E.index_value(value, torch.int64), dtype)
     else:
         v = E.const(value, dtype)
-    return Virtual(call.size, dtype, call.device, lambda idx: v, stride=call.stride)
+    return Virtual(call.size, dtype, call.device, lambda idx: v, stride=stride or call.stride)
 
 
 @lowering(aten.full.default, aten.full_like.default, aten.new_full.default)
@@ -39,8 +39,10 @@ def _full(call: Call, *args, **kwargs):
           aten.empty_permuted.default,
           aten._efficientzerotensor.default)   # autograd's zero gradient (sgn, ...)
 def _zeros(call: Call, *args, **kwargs):
-    # empty's contents are unspecified; zeros are a valid choice and cost nothing extra
-    return _const(call, 0)
+    # empty's contents are unspecified; zeros are a valid choice and cost nothing extra.
+    # empty_strided's strides are the caller's, overlapping ones too
+    strided = call.node.target in (aten.empty_strided.default, aten.new_empty_strided.default)
+    return _const(call, 0, call.meta_stride if strided else None)
 
 
 @lowering(aten.ones.default, aten.ones_like.default, aten.new_ones.default)

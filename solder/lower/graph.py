@@ -19,7 +19,8 @@ from ..config import Config
 from ..ir import expr as E
 from ..ir.target import Target
 from ..ir.nodes import (PLAIN_OUTPUTS, BufferArg, Buffer, ComputedBuffer, ExternBuffer,
-                        InputBuffer, Layout, Pointwise, contiguous_strides)
+                        InputBuffer, Layout, Pointwise, contiguous_strides, fresh_strides,
+                        is_non_overlapping)
 from ..provenance import source_of
 from . import registry
 from .registry import Call, Decline, op_name
@@ -146,7 +147,7 @@ class GraphLowering:
     def realize_dense(self, t: TensorValue) -> Stored:
         """In memory with a non-overlapping layout (for library calls that write or need it)."""
         s = self.realize(t)
-        if _is_non_overlapping(s.layout.size, s.layout.stride):
+        if is_non_overlapping(s.layout.size, s.layout.stride):
             return s
         return self.compute(s.size, s.dtype, s.device, s.load)
 
@@ -321,6 +322,13 @@ class GraphLowering:
                for o in outs):
             return None  # _conj / _neg_view: same storage, but read conjugated or negated
         base = self.env[base_node]
+        actual = _actual_layout(base, base_val)
+        if actual is not None:
+            # the FakeTensor's strides overlap where the value's do not (ir/nodes.py
+            # fresh_strides): views taken from them read the wrong elements, so the view op
+            # runs again on a meta tensor laid out as the value is
+            outs = _view_on(node, base_node, actual, self.graph_name)
+            outs, base_val = (outs if isinstance(outs, (list, tuple)) else [outs]), actual
         views = [self._view_of(base, o, base_val) for o in outs]
         return views if isinstance(val, (list, tuple)) else views[0]
 
@@ -444,7 +452,7 @@ class GraphLowering:
             # not address it; store the view itself
         if isinstance(v, (Virtual, VirtualView)):
             if _dense_or_contiguous(v.size, meta_stride) != tuple(meta_stride) and \
-                    _is_non_overlapping(v.size, meta_stride) and self._realized.get(id(v)) is None:
+                    is_non_overlapping(v.size, meta_stride) and self._realized.get(id(v)) is None:
                 # eager's strides with gaps (a result that keeps its input's sliced layout):
                 # kept, with the gaps unwritten, since a backward graph reads it through them
                 layout = Layout(tuple(v.size), tuple(meta_stride), sympy.Integer(0), v.dtype,
@@ -474,11 +482,64 @@ def _with_meta_strides(out, val):
         return type(out)(_with_meta_strides(o, v) for o, v in zip(out, val))
     if type(out) is Virtual and isinstance(val, torch.Tensor) and \
             len(out.size) == val.dim():
-        stride = sym_list(val.stride())
+        stride = list(fresh_strides(out.size, sym_list(val.stride())))
         if list(out.stride) != list(stride):
             return Virtual(out.size, out.dtype, out.device, out.fn, stride=stride,
                            origins=out.origins, source=out.source)
     return out
+
+
+def _actual_layout(base: TensorValue, meta: torch.Tensor):
+    """A meta tensor laid out as ``base`` is, where ``meta`` (its FakeTensor) overlaps itself
+    and ``base`` does not (``_SYMBOLIC`` where that layout's sizes are symbolic); else None."""
+    if not isinstance(base, (Stored, Virtual, VirtualView)) or \
+            is_non_overlapping(sym_list(meta.shape), sym_list(meta.stride())):
+        return None
+    if isinstance(base, Stored):
+        stride, offset = base.layout.stride, base.layout.offset + base.root_meta_offset
+    else:
+        stride, offset = base.stride, getattr(base, "offset", 0)
+    if not is_non_overlapping(base.size, stride):
+        return None   # overlapping in fact too (an expanded input): the FakeTensor is right
+    t = _meta_tensor(base.size, stride, offset)
+    return _SYMBOLIC if t is None else t
+
+
+_SYMBOLIC = "symbolic"   # _actual_layout's answer where the layout has symbolic sizes
+
+
+def _meta_tensor(size, stride, offset) -> Optional[torch.Tensor]:
+    try:
+        size, stride, offset = [int(n) for n in size], [int(s) for s in stride], int(offset)
+    except TypeError:
+        return None
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        storage = torch.empty(offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1,
+                              device="meta")
+        return storage.as_strided(size, stride, offset)
+
+
+def _view_on(node, base_node, actual: Optional[torch.Tensor], graph_name: str):
+    """``node``'s view op applied to ``actual`` in place of its base."""
+    def refuse():
+        raise LoweringError(f"graph {graph_name}: {op_name(node.target)} (node {node.name}) "
+                            f"views a value whose FakeTensor overlaps itself, with symbolic "
+                            f"sizes or tensor arguments: not lowered")
+
+    def arg(a):
+        if a is base_node:
+            return actual
+        v = a.meta.get("val") if isinstance(a, fx.Node) else a
+        if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+            refuse()
+        return v
+    if actual is _SYMBOLIC:
+        refuse()
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        return node.target(*map_nested(node.args, arg),
+                           **{k: map_nested(v, arg) for k, v in node.kwargs.items()})
 
 
 def _stored_as_meta(s: Stored, meta: torch.Tensor) -> bool:
@@ -550,21 +611,6 @@ def _numel(size):
 
 def _is_expand_of(t: VirtualView) -> bool:
     return any(s == 0 for s in t.stride)
-
-
-def _is_non_overlapping(size, stride) -> bool:
-    dims = sorted(((s, n) for n, s in zip(size, stride) if n != 1), key=lambda p: _int_or_big(p[0]))
-    expected = sympy.Integer(1)
-    for s, n in dims:
-        if _int_or_big(s) == 0:
-            return False
-        try:
-            if int(s) < int(expected):
-                return False
-        except TypeError:
-            pass
-        expected = s * n
-    return True
 
 
 def _int_or_big(s):

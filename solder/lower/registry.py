@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..ir.nodes import fresh_strides
 from ..ir.values import sym_list
 
 LOWERINGS: dict[Any, Callable] = {}
@@ -76,6 +77,12 @@ class Call:
 
     @property
     def stride(self) -> list:
+        # (a lowering's result is in memory of its own, or would be: never overlapping)
+        return list(fresh_strides(self.size, self.meta_stride))
+
+    @property
+    def meta_stride(self) -> list:
+        """The FakeTensor's strides as they are (overlapping ones kept)."""
         return sym_list(self.first.stride())
 
 
