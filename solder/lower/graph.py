@@ -374,7 +374,7 @@ class GraphLowering:
         if kind == "fallback":
             self.fallbacks.append((op_name(op), reason))
         if isinstance(val, torch.Tensor):
-            buf = ExternBuffer(name, self._extern_layout(val, args), op=op, args=cargs, kwargs=ckwargs,
+            buf = ExternBuffer(name, self._extern_layout(val, args, op), op=op, args=cargs, kwargs=ckwargs,
                                kind=kind, reason=reason)
             if _is_view_op(op):
                 buf.view_of = next((a.name for a in cargs if isinstance(a, BufferArg)), None)
@@ -387,7 +387,7 @@ class GraphLowering:
             outs = []
             for i, v in enumerate(val):
                 if isinstance(v, torch.Tensor):
-                    item = ExternBuffer(self.new_name(), self._extern_layout(v, args), kind="item",
+                    item = ExternBuffer(self.new_name(), self._extern_layout(v, args, op), kind="item",
                                         tuple_of=name, item=i)
                     self.add_buffer(item)
                     outs.append(Stored(item.name, item.layout))
@@ -402,10 +402,15 @@ class GraphLowering:
             return None
         raise Decline(f"{op_name(op)} returns a python scalar")
 
-    def _extern_layout(self, val: torch.Tensor, args) -> Layout:
+    def _extern_layout(self, val: torch.Tensor, args, op) -> Layout:
         """The result's layout; a 0-d result FakeTensor put on the CPU is on the GPU when
-        ATen gets GPU inputs (Solder moved the CPU scalars they came from there)."""
+        ATen gets GPU inputs (Solder moved the CPU scalars they came from there). A result
+        of an op that is not a view is fresh memory: never overlapping (ir/nodes.py
+        fresh_strides; the wrapper copies ATen's result into this layout where they differ)."""
         layout = _layout_of(val)
+        if not _is_view_op(op):
+            layout = Layout(layout.size, fresh_strides(layout.size, layout.stride),
+                            layout.offset, layout.dtype, layout.device)
         home = self.home_device(val)
         if home == val.device or not any(isinstance(a, TensorValue) and a.device == home
                                          for a in _flat(args)):

@@ -58,3 +58,19 @@ def test_empty_strided_keeps_the_callers_overlapping_strides():
                        backend="solder")
     x = torch.ones(3, device=torch.get_default_device())
     assert fn(x).tolist() == [[3.0] * 3] * 4
+
+
+def test_a_library_result_whose_fake_strides_overlap_is_kept_dense():
+    # an op Solder does not lower runs in ATen: the wrapper copies its result into the layout
+    # the graph was compiled for, which must not overlap (a copy into a zero stride keeps one
+    # element of each run)
+    def f(x):
+        h = aten.histc.default(x, 4, 0, 4)
+        return (aten.view.default(h, [2, 2]),)
+    x = torch.tensor([0.5, 1.5, 1.5, 3.5], device=torch.get_default_device())
+    gm = make_fx(f, tracing_mode="fake")(x)
+    _with_strides(gm, {"histc": (0,), "view": (0, 0)})
+    prepare_graph(gm)
+    ctx = CompileContext(Config())
+    (got,) = compile_graph(gm, [x], "inference", ctx)([x])
+    assert got.tolist() == [[1.0, 2.0], [0.0, 1.0]]
