@@ -385,6 +385,37 @@ def _native_group_norm(input, weight, bias, batch, channels, inner, groups, eps)
     return (y.to(input.dtype), *stats)
 
 
+_PYTORCH_LAYER_NORM = get_decompositions([aten.native_layer_norm])[aten.native_layer_norm.default]
+
+
+def _native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """On the CPU in float16/bfloat16, eager's kernel: ``rstd = 1 / sqrt(var + eps)`` in
+    float32, then one fused multiply-add ``x * rstd + (-rstd * mean)`` (a constant row of 10000
+    in float16 is 0.082 there, the product's rounding error, where ``(x - mean) * rstd`` is 0:
+    fuzz seed 591323), then ``* weight + bias`` (every element of random and constant rows
+    matches, given eager's statistics). Elsewhere PyTorch's decomposition: eager's float32 CPU
+    kernel computes ``(x - mean) * rstd`` too (its weight and bias in one fused multiply-add,
+    a unit apart at most), and CUDA's kernel computes in float32 with rsqrt."""
+    if input.device.type != "cpu" or input.dtype not in (torch.float16, torch.bfloat16) \
+            or input.numel() == 0:
+        return _PYTORCH_LAYER_NORM(input, normalized_shape, weight, bias, eps)
+    torch._check(len(normalized_shape) >= 1 and input.dim() >= len(normalized_shape)
+                 and tuple(input.shape[input.dim() - len(normalized_shape):])
+                 == tuple(normalized_shape),
+                 lambda: f"layer_norm: normalized_shape {list(normalized_shape)} against input "
+                         f"of size {list(input.shape)}")
+    dims = list(range(input.dim() - len(normalized_shape), input.dim()))
+    x = input.contiguous().to(torch.float32)
+    var, mean = torch.var_mean(x, dim=dims, unbiased=False, keepdim=True)
+    rstd = 1 / torch.sqrt(var + eps)
+    y = _fused_multiply_add(x, rstd, -rstd * mean)
+    if weight is not None:
+        y = y * weight.to(torch.float32)
+    if bias is not None:
+        y = y + bias.to(torch.float32)
+    return y.to(input.dtype), mean.to(input.dtype), rstd.to(input.dtype)
+
+
 def _fused_multiply_add(p, q, s):
     """p * q + s rounded once, as a compiler's fma gives it: in float64 for float32 values (the
     product is exact there; the sum's double rounding differs from one rounding only at ties
@@ -511,6 +542,7 @@ _MOMENTS = {getattr(packet, name): (own, get_decompositions([packet])[getattr(pa
 OWN = {aten.put.default: _put, aten.addcmul.default: _addcmul, aten.repeat.default: _repeat,
        aten._log_softmax.default: _log_softmax,
        aten.native_group_norm.default: _native_group_norm,
+       aten.native_layer_norm.default: _native_layer_norm,
        aten.xlogy.Scalar_Other: _xlogy_scalar_other,
        aten.index_add.default: _index_add,
        aten.linalg_vector_norm.default: _vector_norm,

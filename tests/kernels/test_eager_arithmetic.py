@@ -275,7 +275,11 @@ def test_statistics_of_a_constant_row_are_exact(dtype):
     out, ref = torch.compile(fn, backend="solder")(*args), fn(*args)
     torch.testing.assert_close(out[3], ref[3])   # (std over (1, 2): rows that vary)
     exact = [(o[0], r[0]) for o, r in zip(out[:3], ref[:3])] + [
-        (out[4][0], b.expand(6, 10)), (out[4][1, 2], b)]   # a layer norm's: its bias
+        (out[4][0], ref[4][0]), (out[4][1, 2], ref[4][1, 2])]
+    # a layer norm's: its bias, but on the CPU in float16/bfloat16, whose kernel keeps the
+    # rounding error of x * rstd - mean * rstd (fuzz seed 591323)
+    if x.device.type != "cpu" or dtype == torch.float32:
+        exact += [(out[4][0], b.expand(6, 10)), (out[4][1, 2], b)]
     # the batch norm's constant channel is its bias: eager's CUDA kernel (Welford) says so;
     # its CPU kernel takes two passes and is off by rounding there. (A group norm applies
     # x * (rstd * w) + (b - mean * rstd * w), in eager's kernels too: not exact.)
