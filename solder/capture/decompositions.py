@@ -107,10 +107,25 @@ def _pool_indices_backward(spatial: int):
     return backward
 
 
+_ADDBMM_UNROLLED = 32   # batches added one at a time, in eager's order, up to this many
+
+
 def _addbmm(self, batch1, batch2, beta=1, alpha=1):
     """beta * self + alpha * the sum over the batch of batch1 @ batch2 (``self`` is not read
-    when beta is 0, as ATen's: NaN in it does not propagate)."""
-    total = aten.bmm(batch1, batch2).sum(0)
+    when beta is 0, as ATen's: NaN in it does not propagate). Eager adds one batch's product
+    at a time into its result (an ``addmm_`` each, the first scaling ``self``): up to
+    ``_ADDBMM_UNROLLED`` batches so does this, in that order (a sum over the batch first, then
+    ``self``, was 1.7e-5 off a result of 0.05 on an OpInfo sample)."""
+    products = aten.bmm(batch1, batch2)
+    n = batch1.shape[0]
+    if isinstance(n, int) and 0 < n <= _ADDBMM_UNROLLED:
+        total = None if beta == 0 else (self * beta if beta != 1 else self)
+        for b in range(n):
+            term = products[b] * alpha if alpha != 1 else products[b]
+            total = term if total is None else total + term
+        shape = (batch1.shape[1], batch2.shape[2])
+        return total.expand(shape).clone() if tuple(total.shape) != shape else total
+    total = products.sum(0)
     if alpha != 1:
         total = total * alpha
     if beta == 0:

@@ -192,3 +192,17 @@ def test_a_half_cpu_layer_norm_is_eagers_to_the_bit(dtype, affine):
     got = torch.compile(fn, backend="solder")(x)
     assert torch.equal(got, fn(x))
     assert affine or bool((fn(x)[0] != 0).all())   # the rounding error eager keeps
+
+
+def test_addbmm_adds_the_batches_in_eagers_order():
+    # eager adds one batch's product at a time into beta * self (an addmm_ each): 1e8 - 1e8,
+    # then + 1, is 1 in float32; the products summed over the batch first lose the 1
+    here = torch.get_default_device()
+    self = torch.tensor([[1e8]], device=here)
+    b1 = torch.tensor([[[-1e4]], [[1.0]]], device=here)
+    b2 = torch.tensor([[[1e4]], [[1.0]]], device=here)
+    fn = torch.compile(lambda s, x, y: torch.addbmm(s, x, y), backend="solder")
+    assert fn(self, b1, b2).tolist() == torch.addbmm(self, b1, b2).tolist() == [[1.0]]
+    scaled = torch.compile(lambda s, x, y: torch.addbmm(s, x, y, beta=0.5, alpha=2),
+                           backend="solder")
+    assert torch.equal(scaled(self, b1, b2), torch.addbmm(self, b1, b2, beta=0.5, alpha=2))
