@@ -29,7 +29,10 @@ def zero_empty_tangent_gradients(gm: fx.GraphModule) -> int:
     empty, other = set(), set()    # nodes depending on empty tangents / on other tangents
     for node in graph.nodes:
         if node.op == "placeholder":
-            if node.name.startswith("tangents"):
+            if node.name.startswith("tangents_token"):
+                # an effect token (empty too): what is ordered by it is not a gradient
+                other.add(node)
+            elif node.name.startswith("tangents"):
                 (empty if _static_numel(node.meta.get("val")) == 0 else other).add(node)
             continue
         inputs = node.all_input_nodes

@@ -76,3 +76,15 @@ def test_zeros_standing_for_an_expanded_gradient_are_writable():
         grads.append(torch.autograd.grad(out[0].sum(), leaves))
     for got, want in zip(grads[1], grads[0]):
         torch.testing.assert_close(got, want)
+
+
+def test_an_effect_token_is_not_an_empty_tangent():
+    # linalg's error check runs under an effect token, an empty float tensor among the
+    # backward's tangents: taken for an empty tangent, the check and the token were replaced
+    # by zeros and AOTAutograd counted one output too many (OpInfo linalg.eigvals, a 0 x 0
+    # input)
+    x = torch.zeros(0, 0, requires_grad=True)
+    torch._dynamo.reset()
+    out = torch.compile(lambda x: torch.linalg.eigvals(x), backend="solder")(x)
+    (g,) = torch.autograd.grad(out.real.sum(), x, allow_unused=True, materialize_grads=True)
+    assert out.shape == (0,) and g.shape == (0, 0)
