@@ -273,12 +273,13 @@ def _copy(call: Call, dst, src, non_blocking=False):
 
 # -- store scatters: a copy kernel, then a store kernel ---------------------------------------
 
-def _copy_of(call, base, dtype) -> Stored:
+def _copy_of(call, base, dtype, read_after=False) -> Stored:
     """A fresh buffer holding ``base`` in the op's output layout: the target of a scatter. Or
     the graph input ``base`` itself, when the result goes back into it (AOTAutograd's
-    ``copy_(x, index_put(x, ...))`` for ``x.index_put_(...)``) and nothing else reads it."""
+    ``copy_(x, index_put(x, ...))`` for ``x.index_put_(...)``) and nothing else reads it:
+    neither another op nor, ``read_after``, the lowering itself once the scatter wrote."""
     g = call.graph
-    if _writes_back(call, base, dtype):
+    if not read_after and _writes_back(call, base, dtype):
         return base
     return g.compute(call.size, dtype, call.device, lambda idx: E.cast(base.load(idx), dtype),
                      stride=call.stride)
@@ -543,7 +544,9 @@ def _scatter_family(call: Call, base, dim, index, src, reduce=None, include_self
         return _scatter_mean(call, base, loop, value, place, include_self)
     mode = _REDUCE[reduce]
     acc = _acc_dtype(call.dtype, mode)
-    target = _copy_of(call, base, acc)
+    # (amax/amin of floats read the input's NaNs after the scatter: _nan_wins)
+    nan_of_input = reduce in ("amax", "amin") and acc.is_floating_point and include_self
+    target = _copy_of(call, base, acc, read_after=nan_of_input)
     if not include_self:  # the reduction starts from its identity where anything lands
         ident = _identity(reduce, acc)
         target = _scatter(call, target, loop, lambda idx: E.const(ident, acc), place, "store")

@@ -566,3 +566,21 @@ def test_a_row_level_load_under_an_element_level_condition_reads_no_padding_lane
         grads.append(torch.autograd.grad(loss, [a0, a1]))
     for g, r in zip(*grads):
         torch.testing.assert_close(g, r)
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+def test_an_in_place_scatter_reduce_max_into_an_input_keeps_its_nans(reduce):
+    # the scatter wrote into the input itself (its old value read by nothing else), and then
+    # read the input's old NaNs: a schedule cycle (OpInfo scatter_reduce.amax, in place)
+    x = r(10, 5)
+    x[3, 1] = float("nan")
+    idx = torch.tensor([[3, 1, 0, 9, 3], [3, 1, 2, 2, 0]], device=x.device)
+    src = r(2, 5)
+
+    def f(x, idx, src):
+        return x.scatter_reduce_(0, idx, src, reduce, include_self=True)
+    a, b = x.clone(), x.clone()
+    want = f(a, idx, src)
+    got = torch.compile(f, backend="solder")(b, idx, src)
+    assert torch.allclose(got, want, equal_nan=True)
+    assert torch.allclose(b, a, equal_nan=True) and bool(b[3, 1].isnan())
