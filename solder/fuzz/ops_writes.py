@@ -25,7 +25,7 @@ METHODS = ("mul_({y})", "add_({y})", "add_({y}, alpha=2)", "sub_({y})", "div_({y
            "abs_()", "sigmoid_()", "pow_(2)", "floor_()", "masked_fill_({m}, {s})",
            "lerp_({y}, 0.5)", "addcmul_({y}, {y})", "exp_()", "clamp_min_(0)", "remainder_({d})",
            "logical_not_()", "relu_()", "index_add_({i})", "index_fill_({i})", "scatter_({i})",
-           "index_put_({i})", "tanh_()")
+           "index_put_({i})", "tanh_()", "scatter_add_({i})", "scatter_reduce_({i})")
 
 
 @op("inplace", 14)
@@ -84,11 +84,16 @@ def _indexed_write_args(c: Ctx, form: str, target, t: str):
         idx = c.indices(size, c.rng.randint(1, 3), unique=not acc)
         vals = c.operand((len(idx),) + target.shape[1:], target)
         return f"({c.index_tensor(idx)},), {vals}, accumulate={acc}"
-    got = scatter_index(c, target, 0, unique=True)
+    # (scatter_ gets distinct indices; the reducing forms accumulate)
+    got = scatter_index(c, target, 0, unique=form.startswith("scatter_("))
     if got is None:
         return None
     flat, shape = got
-    return f"0, {c.index_tensor(flat, shape)}, {c.operand(shape, target)}"
+    args = f"0, {c.index_tensor(flat, shape)}, {c.operand(shape, target)}"
+    if form.startswith("scatter_reduce_"):
+        reduce = c.rng.choice(("sum", "mean", "amax", "amin", "prod"))
+        args += f", {reduce!r}, include_self={c.chance(0.5)}"
+    return args
 
 
 def _setitem(c: Ctx, t: str, target):
