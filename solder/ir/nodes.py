@@ -60,10 +60,10 @@ def contiguous_strides(size: Sequence) -> tuple:
 def is_non_overlapping(size: Sequence, stride: Sequence) -> bool:
     """Whether no two elements share a place (gaps allowed). A symbolic stride is taken as an
     outer dim's and its bound is not checked."""
-    dims = sorted(((s, n) for n, s in zip(size, stride) if n != 1), key=lambda p: _int_or_big(p[0]))
+    dims = sorted(((s, n) for n, s in zip(size, stride) if n != 1), key=lambda p: int_or_big(p[0]))
     expected = sympy.Integer(1)
     for s, n in dims:
-        if _int_or_big(s) == 0:
+        if int_or_big(s) == 0:
             return False
         try:
             if int(s) < int(expected):
@@ -79,12 +79,13 @@ def fresh_strides(size: Sequence, stride: Sequence) -> tuple:
     overlap, which no such result of eager's does. A FakeTensor may keep an expanded input's
     zero stride (torch 2.11's select_scatter of an expanded gradient, fuzz seed 500530: its
     views then read every element from the first); eager's kernel writes it contiguous."""
-    if any(_int_or_big(n) == 0 for n in size) or is_non_overlapping(size, stride):
+    if any(int_or_big(n) == 0 for n in size) or is_non_overlapping(size, stride):
         return tuple(stride)
     return contiguous_strides(size)
 
 
-def _int_or_big(s):
+def int_or_big(s):
+    """``s`` as an int; a symbolic ``s`` as a number larger than any (it sorts last)."""
     try:
         return int(s)
     except TypeError:

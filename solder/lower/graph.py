@@ -20,7 +20,7 @@ from ..ir import expr as E
 from ..ir.target import Target
 from ..ir.nodes import (PLAIN_OUTPUTS, BufferArg, Buffer, ComputedBuffer, ExternBuffer,
                         InputBuffer, Layout, Pointwise, contiguous_strides, fresh_strides,
-                        is_non_overlapping)
+                        int_or_big, is_non_overlapping)
 from ..provenance import source_of
 from . import registry
 from .registry import Call, Decline, op_name
@@ -322,13 +322,13 @@ class GraphLowering:
                for o in outs):
             return None  # _conj / _neg_view: same storage, but read conjugated or negated
         base = self.env[base_node]
-        actual = _actual_layout(base, base_val)
-        if actual is not None:
+        layout = _actual_layout(base, base_val)
+        if layout is not None:
             # the FakeTensor's strides overlap where the value's do not (ir/nodes.py
             # fresh_strides): views taken from them read the wrong elements, so the view op
             # runs again on a meta tensor laid out as the value is
-            outs = _view_on(node, base_node, actual, self.graph_name)
-            outs, base_val = (outs if isinstance(outs, (list, tuple)) else [outs]), actual
+            outs, base_val = _view_on(node, base_node, layout, self.graph_name)
+            outs = outs if isinstance(outs, (list, tuple)) else [outs]
         views = [self._view_of(base, o, base_val) for o in outs]
         return views if isinstance(val, (list, tuple)) else views[0]
 
@@ -494,9 +494,9 @@ def _with_meta_strides(out, val):
     return out
 
 
-def _actual_layout(base: TensorValue, meta: torch.Tensor):
-    """A meta tensor laid out as ``base`` is, where ``meta`` (its FakeTensor) overlaps itself
-    and ``base`` does not (``_SYMBOLIC`` where that layout's sizes are symbolic); else None."""
+def _actual_layout(base: TensorValue, meta: torch.Tensor) -> Optional[tuple]:
+    """(size, strides, offset) of ``base`` where ``meta`` (its FakeTensor) overlaps itself and
+    ``base`` does not; else None."""
     if not isinstance(base, (Stored, Virtual, VirtualView)) or \
             is_non_overlapping(sym_list(meta.shape), sym_list(meta.stride())):
         return None
@@ -506,45 +506,37 @@ def _actual_layout(base: TensorValue, meta: torch.Tensor):
         stride, offset = base.stride, getattr(base, "offset", 0)
     if not is_non_overlapping(base.size, stride):
         return None   # overlapping in fact too (an expanded input): the FakeTensor is right
-    t = _meta_tensor(base.size, stride, offset)
-    return _SYMBOLIC if t is None else t
+    return base.size, stride, offset
 
 
-_SYMBOLIC = "symbolic"   # _actual_layout's answer where the layout has symbolic sizes
-
-
-def _meta_tensor(size, stride, offset) -> Optional[torch.Tensor]:
-    try:
-        size, stride, offset = [int(n) for n in size], [int(s) for s in stride], int(offset)
-    except TypeError:
-        return None
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-    with unset_fake_temporarily():
-        storage = torch.empty(offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1,
-                              device="meta")
-        return storage.as_strided(size, stride, offset)
-
-
-def _view_on(node, base_node, actual: Optional[torch.Tensor], graph_name: str):
-    """``node``'s view op applied to ``actual`` in place of its base."""
+def _view_on(node, base_node, layout: tuple, graph_name: str):
+    """``node``'s view op applied, on the meta device, to a tensor of ``layout`` in place of
+    its base."""
     def refuse():
         raise LoweringError(f"graph {graph_name}: {op_name(node.target)} (node {node.name}) "
                             f"views a value whose FakeTensor overlaps itself, with symbolic "
                             f"sizes or tensor arguments: not lowered")
-
-    def arg(a):
-        if a is base_node:
-            return actual
-        v = a.meta.get("val") if isinstance(a, fx.Node) else a
-        if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
-            refuse()
-        return v
-    if actual is _SYMBOLIC:
+    try:
+        size, stride, offset = ([int(n) for n in layout[0]], [int(s) for s in layout[1]],
+                                int(layout[2]))
+    except TypeError:
         refuse()
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     with unset_fake_temporarily():
-        return node.target(*map_nested(node.args, arg),
-                           **{k: map_nested(v, arg) for k, v in node.kwargs.items()})
+        storage = torch.empty(offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1,
+                              device="meta")
+        actual = storage.as_strided(size, stride, offset)
+
+        def arg(a):
+            if a is base_node:
+                return actual
+            v = a.meta.get("val") if isinstance(a, fx.Node) else a
+            if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                refuse()
+            return v
+        out = node.target(*map_nested(node.args, arg),
+                          **{k: map_nested(v, arg) for k, v in node.kwargs.items()})
+    return out, actual
 
 
 def _stored_as_meta(s: Stored, meta: torch.Tensor) -> bool:
@@ -618,18 +610,11 @@ def _is_expand_of(t: VirtualView) -> bool:
     return any(s == 0 for s in t.stride)
 
 
-def _int_or_big(s):
-    try:
-        return int(s)
-    except TypeError:
-        return 1 << 62
-
-
 def _dense_or_contiguous(size, stride):
     """Eager's strides when they describe a dense, non-overlapping layout; else contiguous."""
     if stride is None or len(stride) != len(size):
         return contiguous_strides(size)
-    dims = sorted(range(len(size)), key=lambda d: (_int_or_big(stride[d]), -d))
+    dims = sorted(range(len(size)), key=lambda d: (int_or_big(stride[d]), -d))
     expected = sympy.Integer(1)
     for d in dims:
         if size[d] == 1:
