@@ -1,5 +1,7 @@
 """The native CPU target (codegen/cpp/, runtime/native.py): CPU graphs as C++ kernels, with
 eager's values, dtypes and errors; what it cannot write runs in ATen and says so."""
+import re
+
 import pytest
 import torch
 
@@ -266,3 +268,67 @@ def test_float_sums_go_by_chunks_of_float_partial_sums_into_a_double():
     _same(out, fn(x))
     src = "\n".join(k.source for g in report.graphs for k in g.kernels)
     assert "r0 += 4096" in src and "double " in src
+
+
+def _inner_loops(src: str) -> list[str]:
+    """The bodies of a source's nested ``x1`` loops (loop_nest.py)."""
+    return [part.split("return solder_err")[0] for part in src.split("for (int64_t x1 = 0;")[1:]]
+
+
+def test_views_and_scatters_run_as_nested_loops_without_inner_divisions():
+    # a flat loop would read positions back as xindex // C and xindex % C: 64-bit divisions
+    # that keep the loop from vectorizing; nested loops read them as x0 and x1
+    def fn(a, b, c):
+        s = torch.slice_scatter(a * 3 + 1, b.sigmoid(), dim=1, start=8, end=40)
+        t = torch.select_scatter(a * 2, b[:, 0].exp(), dim=1, index=7)
+        return s, t, c.permute(0, 2, 1) * 2 + c[:, :, ::2].sum(-1, keepdim=True).transpose(1, 2)
+    a, b, c = torch.randn(50, 48), torch.randn(50, 32), torch.randn(6, 20, 24)
+    out, report = _run(fn, a, b, c)
+    _same(out, fn(a, b, c))
+    srcs = [k.source for k in report.graphs[0].kernels]
+    nested = [s for s in srcs if "for (int64_t x1 = 0;" in s]
+    assert nested, srcs
+    for src in nested:
+        for body in _inner_loops(src):
+            # index divisions print as `/ int64_t(N)` and `% int64_t(N)`
+            assert "/ int64_t(" not in body and "% int64_t(" not in body, src
+
+
+def test_nested_loops_need_a_divisor_that_divides_the_loop():
+    from solder.codegen.cpp import loop_nest
+    from solder.ir.indexing import FloorDiv, ModIndex
+    from solder.schedule.prepare import XINDEX
+
+    class Kernel:   # just what choose() reads
+        is_reduction, prepared = False, {}
+
+        def __init__(self, xnumel):
+            self.xnumel = xnumel
+    exprs = [ModIndex(XINDEX, 24) + 24 * FloorDiv(XINDEX, 480), FloorDiv(XINDEX, 24)]
+    orig = loop_nest.index_exprs
+    try:
+        loop_nest.index_exprs = lambda k: exprs
+        split = loop_nest.choose(Kernel(24 * 20 * 6))
+        # 24 leaves no division of x1 (480 would leave x1 % 24 and x1 // 24)
+        assert split.inner == 24 and split(exprs[0]) == 24 * FloorDiv(loop_nest.OUTER, 20) \
+            + loop_nest.INNER
+        assert loop_nest.choose(Kernel(24 * 20 + 5)) is None   # neither divides the loop
+        exprs[:] = [ModIndex(XINDEX, 3)]   # too short an inner loop to vectorize
+        assert loop_nest.choose(Kernel(30)) is None
+    finally:
+        loop_nest.index_exprs = orig
+
+
+def test_nested_loops_with_symbolic_sizes():
+    def fn(a, b):
+        return torch.select_scatter(a * 2 + 1, b.sigmoid(), dim=1, index=3)
+    compiled = torch.compile(fn, backend="solder", options=OPTIONS, dynamic=True)
+    for rows in (5, 9, 17):
+        a, b = torch.randn(rows, 16), torch.randn(rows)
+        _same(compiled(a, b), fn(a, b))
+    report = solder.explain(fn, torch.randn(11, 16), torch.randn(11), options=OPTIONS,
+                            dynamic=True)
+    src = report.graphs[0].kernels[0].source
+    # the row length is the column count's size symbol
+    assert re.search(r"x0 < \((s\d+) > 0 \? xnumel / \1 : 0\).*for \(int64_t x1 = 0; x1 < \1;",
+                     src, re.S), src

@@ -25,7 +25,7 @@ from ..emitter import ScopedEmitter
 from ..generated import KernelSource
 from ..index_printer import Printer
 from ..stages import member_stages
-from . import row_scratch, scalar_ops
+from . import loop_nest, row_scratch, scalar_ops
 
 
 C_TYPE = {
@@ -59,6 +59,13 @@ class CppPrinter(Printer):
     DIV = "/"
     MAX, MIN = "std::max<int64_t>", "std::min<int64_t>"
 
+    def __init__(self, names: dict, split=None):
+        super().__init__(names)
+        self.split = split   # loop_nest.Split: xindex written as the nested loops' x0, x1
+
+    def __call__(self, e) -> str:
+        return super().__call__(self.split(e) if self.split is not None else e)
+
     def integer(self, n: int) -> str:
         return f"int64_t({n})"
 
@@ -86,7 +93,7 @@ class Emitter(ScopedEmitter):
             names = dict(g.printer.names)
             for s, iv in ind:
                 names[s] = self.value(iv)
-            idx = CppPrinter(names)(index)
+            idx = CppPrinter(names, g.printer.split)(index)
             read = g.read(buf, idx)
             if mask is not None and not ind and g.always_in_bounds(buf, index):
                 # an element that exists wherever the loop is: read it unconditionally and
@@ -167,7 +174,8 @@ class CppKernelGen:
         self.keep: dict = {}      # stage -> values its loop keeps for later ones (row_scratch)
         self.scratch: dict = {}   # value -> the scratch array that holds it
         self._tmp = 0
-        self.printer = CppPrinter({XINDEX: "xindex", RINDEX: "rindex"})
+        self.printer = CppPrinter({XINDEX: "xindex", RINDEX: "rindex",
+                                   loop_nest.OUTER: "x0", loop_nest.INNER: "x1"})
 
     def new_tmp(self) -> str:
         self._tmp += 1
@@ -247,6 +255,7 @@ class CppKernelGen:
             if getattr(p.buffer, "store_mode", "store") != "store":
                 self.serial = True
         self.size_symbols([k.xnumel, k.rnumel])
+        split = self.printer.split = loop_nest.choose(k)
         body = self._body()
         size_args = sorted(self.size_names.values())
         for s in size_args:
@@ -269,13 +278,24 @@ class CppKernelGen:
         # library's vector math, module.py's declarations)
         simd = "" if k.is_reduction else " simd"
         omp = [] if self.serial else [
-            f"    #pragma omp parallel for{simd} reduction(|:solder_err) "
-            f"if({work} >= {PARALLEL_MIN_WORK})"]
+            f"    #pragma omp parallel for{simd if split is None else ''} "
+            f"reduction(|:solder_err) if({work} >= {PARALLEL_MIN_WORK})"]
+        if split is None:
+            loops = ["    for (int64_t xindex = 0; xindex < xnumel; ++xindex) {"]
+            body += ["    }"]
+        else:   # loop_nest.py: rows on threads, each row's contiguous loop vectorized
+            c = self.printer(split.inner)
+            doc += [f"// xindex = {c} * x0 + x1: no division in the inner loop"]
+            rows = f"xnumel / {c}" if split.inner.is_Integer else f"({c} > 0 ? xnumel / {c} : 0)"
+            loops = [f"    for (int64_t x0 = 0; x0 < {rows}; ++x0) {{"]
+            loops += [] if self.serial else ["        #pragma omp simd reduction(|:solder_err)"]
+            loops += [f"        for (int64_t x1 = 0; x1 < {c}; ++x1) {{",
+                      f"            const int64_t xindex = {c} * x0 + x1;"]
+            body = ["    " + line for line in body] + ["        }", "    }"]
         src = "\n".join(
             doc + [f'extern "C" int64_t {k.name}({", ".join(params)}) {{',
                    "    int64_t solder_err = 0;"] + omp
-            + ["    for (int64_t xindex = 0; xindex < xnumel; ++xindex) {"]
-            + body + ["    }", "    return solder_err;", "}", ""])
+            + loops + body + ["    return solder_err;", "}", ""])
         return KernelSource(k.name, src, list(self.args), k.is_reduction, k.persistent,
                             k.xnumel, k.rnumel, True, origins, k.reduction_hint)
 
@@ -307,7 +327,8 @@ class CppKernelGen:
         printer = self.printer
         if p.store_binds:   # a scatter: the address depends on data
             printer = CppPrinter({**self.printer.names,
-                                  **{s: em.value(iv) for s, iv in p.store_binds}})
+                                  **{s: em.value(iv) for s, iv in p.store_binds}},
+                                 self.printer.split)
         idx = printer(p.store_index)
         where, val = self.write(p.buffer.name, idx, v, p.value.dtype,
                                 exact=p.value.op in ("cast", "load"))
