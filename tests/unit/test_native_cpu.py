@@ -105,7 +105,8 @@ def test_a_value_rounded_to_bfloat16_is_kept_for_the_later_loop():
 def test_loads_in_bounds_everywhere_are_unmasked_and_the_rest_stay_masked():
     # as_strided_scatter's two halves: each element read exists wherever the loop runs, so it
     # is read unconditionally and selected (a plain vector load, not a masked gather); a pad's
-    # read of x[i - 1] reaches before the first element at i = 0 and keeps its mask
+    # read of x[i - 1] reaches before the first element at i = 0 and keeps its mask (a 1-d
+    # pad: a row's pad is a segment of its own, below)
     def scatter(a, b):
         return torch.as_strided_scatter(a * 8 + 10, b * 2 - 4, size=(a.numel() // 2,),
                                         stride=(2,))
@@ -117,7 +118,7 @@ def test_loads_in_bounds_everywhere_are_unmasked_and_the_rest_stay_masked():
 
     def pad(x):
         return torch.nn.functional.pad(x, (1, 1), value=-1.0) * 2
-    x = torch.randn(5, 7)
+    x = torch.randn(35)
     out, report = _run(pad, x)
     _same(out, pad(x))
     assert "? ptr0[" in report.graphs[0].kernels[0].source
@@ -332,3 +333,49 @@ def test_nested_loops_with_symbolic_sizes():
     # the row length is the column count's size symbol
     assert re.search(r"x0 < \((s\d+) > 0 \? xnumel / \1 : 0\).*for \(int64_t x1 = 0; x1 < \1;",
                      src, re.S), src
+
+
+def test_a_rows_segments_know_their_comparisons_and_drop_their_masks():
+    # a slice's bounds, a select's column, a pad's edges and a cat's boundaries cut each row
+    # into segments; in each the comparisons are constants, so the kernel has no masked load
+    # and computes a branch only where it is taken
+    F = torch.nn.functional
+    progs = {
+        "slice": lambda a, b: torch.slice_scatter(a * 3 + 1, b.sigmoid(), dim=1, start=8, end=40),
+        "slice_head": lambda a, b: torch.slice_scatter(a, b.exp(), dim=1, start=0, end=32),
+        "select_last": lambda a, b: torch.select_scatter(a, b[:, 1].exp(), dim=1, index=-1),
+        "pad": lambda a, b: F.pad(b, (3, 5), value=-2.0).exp(),
+        "crop_pad": lambda a, b: F.pad(a, (-4, 2)) * 2,
+        "cat3": lambda a, b: torch.cat([a[:, :10].sin(), b, a[:, 10:20].cos()], dim=1) + 1,
+        "ne": lambda a, b: torch.where(torch.arange(48) != 5, a, a.exp()),
+    }
+    a, b = torch.randn(50, 48), torch.randn(50, 32)
+    for name, fn in progs.items():
+        out, report = _run(fn, a, b)
+        _same(out, fn(a, b))
+        src = report.graphs[0].kernels[-1].source
+        assert src.count("for (int64_t x1 = ") >= 2, (name, src)
+        assert "? ptr" not in src, (name, src)
+    src = _run(progs["slice"], a, b)[1].graphs[0].kernels[-1].source
+    # the sigmoid is computed only inside the slice
+    assert src.count("std::exp") == 1 and "for (int64_t x1 = 8; x1 < 40;" in src, src
+
+
+def test_segments_fold_what_they_know():
+    from solder.codegen.cpp import loop_nest
+    from solder.ir import expr as E
+    from solder.ir.indexing import ModIndex
+    from solder.schedule.prepare import XINDEX
+    split = loop_nest.Split(__import__("sympy").Integer(16), 4)
+    col = E.index_value(ModIndex(XINDEX, 16))
+    ge = E.call("ge", col, E.index_value(4), dtype=torch.bool)
+    lt = E.call("lt", E.index_value(12), col, dtype=torch.bool)   # 12 < x1: x1 > 12
+    inside = E.call("logical_and", ge, E.call("logical_not", lt, dtype=torch.bool),
+                    dtype=torch.bool)
+    x = E.load("a", XINDEX, torch.float32, mask=inside)
+    v = E.call("where", inside, x, E.const(1.0, torch.float32), dtype=torch.float32)
+    segs = loop_nest.segments(split, [v])
+    assert [(lo, hi) for lo, hi, _ in segs] == [(0, 4), (4, 13), (13, 16)]
+    folded = [loop_nest.fix(v, outcomes) for _, _, outcomes in segs]
+    assert folded[0] == E.const(1.0, torch.float32) == folded[2]
+    assert folded[1] == E.load("a", XINDEX, torch.float32)

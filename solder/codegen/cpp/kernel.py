@@ -13,6 +13,7 @@ Values are computed in the registers' dtype (float for float16 and bfloat16, as 
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import sympy
 import torch
@@ -25,7 +26,7 @@ from ..emitter import ScopedEmitter
 from ..generated import KernelSource
 from ..index_printer import Printer
 from ..stages import member_stages
-from . import loop_nest, row_scratch, scalar_ops
+from . import arm_loads, loop_nest, row_scratch, scalar_ops
 
 
 C_TYPE = {
@@ -256,7 +257,7 @@ class CppKernelGen:
                 self.serial = True
         self.size_symbols([k.xnumel, k.rnumel])
         split = self.printer.split = loop_nest.choose(k)
-        body = self._body()
+        body = self._body() if split is None else self._nested(split)
         size_args = sorted(self.size_names.values())
         for s in size_args:
             self.args.append(("size", s))
@@ -281,21 +282,14 @@ class CppKernelGen:
             f"    #pragma omp parallel for{simd if split is None else ''} "
             f"reduction(|:solder_err) if({work} >= {PARALLEL_MIN_WORK})"]
         if split is None:
-            loops = ["    for (int64_t xindex = 0; xindex < xnumel; ++xindex) {"]
-            body += ["    }"]
-        else:   # loop_nest.py: rows on threads, each row's contiguous loop vectorized
-            c = self.printer(split.inner)
-            doc += [f"// xindex = {c} * x0 + x1: no division in the inner loop"]
-            rows = f"xnumel / {c}" if split.inner.is_Integer else f"({c} > 0 ? xnumel / {c} : 0)"
-            loops = [f"    for (int64_t x0 = 0; x0 < {rows}; ++x0) {{"]
-            loops += [] if self.serial else ["        #pragma omp simd reduction(|:solder_err)"]
-            loops += [f"        for (int64_t x1 = 0; x1 < {c}; ++x1) {{",
-                      f"            const int64_t xindex = {c} * x0 + x1;"]
-            body = ["    " + line for line in body] + ["        }", "    }"]
+            body = ["    for (int64_t xindex = 0; xindex < xnumel; ++xindex) {"] + body + ["    }"]
+        else:
+            doc += [f"// xindex = {self.printer(split.inner)} * x0 + x1: no division in the "
+                    "inner loop"]
         src = "\n".join(
             doc + [f'extern "C" int64_t {k.name}({", ".join(params)}) {{',
                    "    int64_t solder_err = 0;"] + omp
-            + loops + body + ["    return solder_err;", "}", ""])
+            + body + ["    return solder_err;", "}", ""])
         return KernelSource(k.name, src, list(self.args), k.is_reduction, k.persistent,
                             k.xnumel, k.rnumel, True, origins, k.reduction_hint)
 
@@ -306,6 +300,24 @@ class CppKernelGen:
         return buf in written and any(
             self._target(v.args[0]) == buf for p in k.prepared.values()
             for v in E.walk(p.value) if v.op == "load")
+
+    def _nested(self, split) -> list[str]:
+        """A pointwise kernel as loop_nest.py's rows (on threads) of contiguous, vectorized
+        inner loops, one per segment of the row."""
+        k, c = self.kernel, self.printer(split.inner)
+        values = [v for p in k.prepared.values() for v in (p.value, p.store_mask) if v is not None]
+        segs = loop_nest.segments(split, values) or [(0, c, {})]
+        rows = f"xnumel / {c}" if split.inner.is_Integer else f"({c} > 0 ? xnumel / {c} : 0)"
+        lines = [f"    for (int64_t x0 = 0; x0 < {rows}; ++x0) {{"]
+        for lo, hi, outcomes in segs:
+            em = Emitter(self, " " * 12)
+            for p in k.prepared.values():
+                self._store(em, p, outcomes)
+            lines += [] if self.serial else ["        #pragma omp simd reduction(|:solder_err)"]
+            lines += [f"        for (int64_t x1 = {lo}; x1 < {hi}; ++x1) {{",
+                      f"            const int64_t xindex = {c} * x0 + x1;"]
+            lines += em.lines + ["        }"]
+        return lines + ["    }"]
 
     def _body(self) -> list[str]:
         k = self.kernel
@@ -320,14 +332,16 @@ class CppKernelGen:
             self._stage(top, stage, i)
         return top.lines
 
-    def _store(self, em: Emitter, p) -> None:
+    def _store(self, em: Emitter, p, outcomes: Optional[dict] = None) -> None:
+        """``p``'s store; ``outcomes``: comparisons whose value the loop's segment knows."""
         if p.buffer.name not in self.kernel.stores:
             return
-        v = em.value(p.value)
+        known = lambda v: loop_nest.fix(v, outcomes)  # noqa: E731
+        v = em.value(known(arm_loads.unmask(p.value, self.always_in_bounds)))
         printer = self.printer
         if p.store_binds:   # a scatter: the address depends on data
             printer = CppPrinter({**self.printer.names,
-                                  **{s: em.value(iv) for s, iv in p.store_binds}},
+                                  **{s: em.value(known(iv)) for s, iv in p.store_binds}},
                                  self.printer.split)
         idx = printer(p.store_index)
         where, val = self.write(p.buffer.name, idx, v, p.value.dtype,
@@ -343,7 +357,7 @@ class CppKernelGen:
         if stmt is None:
             raise Unsupported(f"store mode {mode} into {self.dtype_of(p.buffer.name)}")
         if p.store_mask is not None:
-            stmt = f"if ({em.value(p.store_mask)}) {stmt}"
+            stmt = f"if ({em.value(known(p.store_mask))}) {stmt}"
         em.line(stmt)
 
     def _stage(self, top: Emitter, stage, index: int = 0) -> None:

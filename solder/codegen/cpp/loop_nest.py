@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 import sympy
+import torch
 
 from ...ir import expr as E
 from ...ir.indexing import FloorDiv, ModIndex, index_symbol, simplify_index
@@ -88,3 +89,120 @@ def choose(kernel) -> Optional[Split]:
         if left < len(flat) and (best_key is None or key < best_key):
             best, best_key = split, key
     return best
+
+
+# ---------------------------------------------------------------------------------------------
+# The inner loop in segments: where the kernel compares x1 with constants (a slice's bounds, a
+# select's column, a pad's edges, a cat's boundary), each segment between the constants knows
+# every such comparison's outcome. Its body is the kernel's with those outcomes as constants:
+# the compiler drops the branch a segment never takes (a slice_scatter's sigmoid outside the
+# slice, the masked loads of a cat's other input) and each segment's loads are plain.
+
+COMPARISONS = {"lt", "le", "gt", "ge", "eq", "ne"}
+FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+# more segments than this: the kernel's source grows faster than it gains
+MAX_SEGMENTS = 5
+
+
+def _integer(v: E.Value, split: Split):
+    if v.op == "const" and not v.dtype.is_floating_point and v.dtype != torch.bool:
+        return int(v.args[0])
+    if v.op == "index":
+        e = split(v.args[0])
+        return int(e) if e.is_Integer else None
+    return None
+
+
+def _inner_plus(v: E.Value, split: Split):
+    """``k`` where ``v`` is the index value ``x1 + k``, else None."""
+    if v.op != "index":
+        return None
+    rest = split(v.args[0]) - INNER
+    return int(rest) if rest.is_Integer else None
+
+
+def _on_inner(cmp: E.Value, split: Split):
+    """(op, n) where ``cmp`` compares ``x1`` with the integer ``n`` as ``x1 op n``, else None."""
+    _, a, b = cmp.args
+    op = cmp.args[0]
+    k, n = _inner_plus(a, split), _integer(b, split)
+    if k is None or n is None:
+        k, n, op = _inner_plus(b, split), _integer(a, split), FLIPPED[op]
+    if k is None or n is None:
+        return None
+    return op, n - k
+
+
+_TRUTH = {"lt": lambda x, n: x < n, "le": lambda x, n: x <= n, "gt": lambda x, n: x > n,
+          "ge": lambda x, n: x >= n, "eq": lambda x, n: x == n, "ne": lambda x, n: x != n}
+
+
+def segments(split: Split, values) -> list:
+    """[(lo, hi, {comparison: outcome})] covering ``[0, inner)``, or [] where nothing is gained
+    (no comparison of ``x1`` with a constant, a symbolic row, too many segments)."""
+    if not split.inner.is_Integer:
+        return []
+    c = int(split.inner)
+    found = {}
+    for v in values:
+        for x in E.walk(v):
+            if x.op == "call" and x.args[0] in COMPARISONS and x not in found:
+                on = _on_inner(x, split)
+                if on is not None:
+                    found[x] = on
+    cuts = {0, c}
+    for op, n in found.values():
+        # where the outcome can change: x1 == n - 1 | n, or n | n + 1
+        cuts |= {n + 1} if op in ("le", "gt") else {n} if op in ("lt", "ge") else {n, n + 1}
+    cuts = sorted(x for x in cuts if 0 <= x <= c)
+    if len(cuts) <= 2 or len(cuts) - 1 > MAX_SEGMENTS:
+        return []
+    return [(lo, hi, {x: _TRUTH[op](lo, n) for x, (op, n) in found.items()})
+            for lo, hi in zip(cuts, cuts[1:])]
+
+
+def fix(v: E.Value, outcomes: dict) -> E.Value:
+    """``v`` with the comparisons a segment knows replaced by their outcomes, and what they
+    decide folded: a select of a known condition is its branch, a load of a known mask a plain
+    load or zero (the generated code then shows only what the segment computes)."""
+    if not outcomes:
+        return v
+
+    def visit(x, go):
+        if x in outcomes:
+            return E.const(outcomes[x], torch.bool)
+        return _fold(E.rebuilt(x, go))
+    return E.rebuild(v, visit)
+
+
+def _known(v: E.Value):
+    return bool(v.args[0]) if v.op == "const" and v.dtype == torch.bool else None
+
+
+def _fold(x: E.Value) -> E.Value:
+    if x.op == "load" and x.args[2] is not None:
+        m = _known(x.args[2])
+        if m is True:
+            return E.Value("load", (x.args[0], x.args[1], None, x.args[3]), x.dtype)
+        if m is False:
+            return E.const(0, x.dtype)
+        return x
+    if x.op != "call":
+        return x
+    name, args = x.args[0], x.args[1:]
+    known = [_known(a) for a in args]
+    if name == "where" and known[0] is not None:
+        return args[1] if known[0] else args[2]
+    if name == "logical_not" and known[0] is not None:
+        return E.const(not known[0], torch.bool)
+    if name in ("logical_and", "logical_or"):
+        absorbing = name == "logical_or"   # the value that decides: True for or, False for and
+        if absorbing in known:
+            return E.const(absorbing, torch.bool)
+        if known[0] is not None and known[1] is None and args[1].dtype == torch.bool:
+            return args[1]
+        if known[1] is not None and known[0] is None and args[0].dtype == torch.bool:
+            return args[0]
+        if None not in known:
+            return E.const(not absorbing, torch.bool)
+    return x
