@@ -271,6 +271,17 @@ def test_float_sums_go_by_chunks_of_float_partial_sums_into_a_double():
     assert "r0 += 4096" in src and "double " in src
 
 
+def test_double_sums_stay_double():
+    # float64 rows sum in double throughout: float partial sums (float32's chunks) would lose
+    # half the digits (the fuzzer's seed 700387: a0.sum() of a float64 scalar)
+    x = torch.randn(4, 1000, dtype=torch.float64) * 1e3 + torch.rand(4, 1000, dtype=torch.float64)
+    out, report = _run(lambda x: (x.sum(-1), x.sum()), x)
+    for o, r in zip(out, (x.sum(-1), x.sum())):
+        torch.testing.assert_close(o, r, rtol=1e-13, atol=0)
+    src = "\n".join(k.source for g in report.graphs for k in g.kernels)
+    assert "float " not in src, src
+
+
 def _inner_loops(src: str) -> list[str]:
     """The bodies of a source's nested ``x1`` loops (loop_nest.py)."""
     return [part.split("return solder_err")[0] for part in src.split("for (int64_t x1 = 0;")[1:]]

@@ -395,7 +395,8 @@ class CppKernelGen:
             # a float32 sum: float partial sums over chunks of the row (vectorized as wide as
             # float goes), each added into the double accumulator (a cascade, as eager's sums)
             parts = {p.buffer.name: self.new_tmp() for p in reds
-                     if simd and p.reduction_type == "sum" and accs[p.buffer.name][1] == "double"}
+                     if simd and p.reduction_type == "sum"
+                     and reg_dtype(p.value.dtype) == torch.float32}
             loop = top
             if parts:
                 top.line(f"for (int64_t r0 = 0; r0 < rnumel; r0 += {SUM_CHUNK}) {{")
