@@ -104,8 +104,15 @@ FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne
 MAX_SEGMENTS = 5
 
 
+def _exact(v: E.Value) -> bool:
+    # an integer register: a float one rounds large positions (x1 < n would not be exact)
+    return not v.dtype.is_floating_point and not v.dtype.is_complex and v.dtype != torch.bool
+
+
 def _integer(v: E.Value, split: Split):
-    if v.op == "const" and not v.dtype.is_floating_point and v.dtype != torch.bool:
+    if not _exact(v):
+        return None
+    if v.op == "const":
         return int(v.args[0])
     if v.op == "index":
         e = split(v.args[0])
@@ -115,7 +122,7 @@ def _integer(v: E.Value, split: Split):
 
 def _inner_plus(v: E.Value, split: Split):
     """``k`` where ``v`` is the index value ``x1 + k``, else None."""
-    if v.op != "index":
+    if v.op != "index" or not _exact(v):
         return None
     rest = split(v.args[0]) - INNER
     return int(rest) if rest.is_Integer else None
