@@ -199,7 +199,9 @@ def _fold(x: E.Value) -> E.Value:
     name, args = x.args[0], x.args[1:]
     known = [_known(a) for a in args]
     if name == "where" and known[0] is not None:
-        return args[1] if known[0] else args[2]
+        taken = args[1] if known[0] else args[2]
+        # (a branch of another dtype keeps the select: its conversion is the C++ ternary's)
+        return taken if taken.dtype == x.dtype else x
     if name == "logical_not" and known[0] is not None:
         return E.const(not known[0], torch.bool)
     if name in ("logical_and", "logical_or"):
