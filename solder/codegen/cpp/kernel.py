@@ -174,6 +174,7 @@ class CppKernelGen:
         self.serial = False   # an accumulating scatter: one thread
         self.keep: dict = {}      # stage -> values its loop keeps for later ones (row_scratch)
         self.scratch: dict = {}   # value -> the scratch array that holds it
+        self.unmasked: dict = {}  # member -> its value with arm_loads.py's unmasked loads
         self._tmp = 0
         self.printer = CppPrinter({XINDEX: "xindex", RINDEX: "rindex",
                                    loop_nest.OUTER: "x0", loop_nest.INNER: "x1"})
@@ -337,7 +338,9 @@ class CppKernelGen:
         if p.buffer.name not in self.kernel.stores:
             return
         known = lambda v: loop_nest.fix(v, outcomes)  # noqa: E731
-        v = em.value(known(arm_loads.unmask(p.value, self.always_in_bounds)))
+        if p.buffer.name not in self.unmasked:   # (once per member, not once per segment)
+            self.unmasked[p.buffer.name] = arm_loads.unmask(p.value, self.always_in_bounds)
+        v = em.value(known(self.unmasked[p.buffer.name]))
         printer = self.printer
         if p.store_binds:   # a scatter: the address depends on data
             printer = CppPrinter({**self.printer.names,

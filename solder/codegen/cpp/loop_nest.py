@@ -15,6 +15,7 @@ the fewest divisions depending on ``x1`` (of equal ones the largest, the longest
 """
 from __future__ import annotations
 
+import operator
 from typing import Iterable, Optional
 
 import sympy
@@ -140,8 +141,7 @@ def _on_inner(cmp: E.Value, split: Split):
     return op, n - k
 
 
-_TRUTH = {"lt": lambda x, n: x < n, "le": lambda x, n: x <= n, "gt": lambda x, n: x > n,
-          "ge": lambda x, n: x >= n, "eq": lambda x, n: x == n, "ne": lambda x, n: x != n}
+_TRUTH = {name: getattr(operator, name) for name in COMPARISONS}
 
 
 def segments(split: Split, values) -> list:
