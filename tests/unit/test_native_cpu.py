@@ -282,6 +282,21 @@ def test_double_sums_stay_double():
     assert "float " not in src, src
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_vectorized_max_and_min_keep_eagers_nan(dtype):
+    # a plain max per lane and a NaN flag beside it: NaN first, last, alone in a row or in
+    # half of it, beside rows of infinities, and with a sum in the same loop
+    def fn(x):
+        return x.amax(-1), x.amin(-1), x.softmax(-1), (x.amax(-1), x.sum(-1)), x.amin(0)
+    x = torch.randn(7, 300, dtype=dtype)
+    x[0, 0] = x[1, 299] = x[2, 150] = float("nan")
+    x[3], x[4], x[5, :150] = float("-inf"), float("inf"), float("nan")
+    out, report = _run(fn, x)
+    _same([out[0], out[1], out[2], *out[3], out[4]], [*fn(x)[:3], *fn(x)[3], fn(x)[4]])
+    src = "\n".join(k.source for g in report.graphs for k in g.kernels)
+    assert "reduction(max:" in src and "reduction(min:" in src and "quiet_NaN()" in src
+
+
 def _inner_loops(src: str) -> list[str]:
     """The bodies of a source's nested ``x1`` loops (loop_nest.py)."""
     return [part.split("return solder_err")[0] for part in src.split("for (int64_t x1 = 0;")[1:]]
