@@ -37,12 +37,21 @@ class ScopedEmitter:
             if x in done or self.lookup(x) is not None:
                 continue
             if expanded:
-                self.cache[x] = self._emit(x)
+                owner = self.owner(x)
+                if owner is self:
+                    self.cache[x] = self._emit(x)
+                else:   # emitted where it belongs (an enclosing scope), found from here
+                    owner.value(x)
                 done.add(x)
                 continue
             stack.append((x, True))
             stack.extend((c, False) for c in reversed(x.children()))
-        return self.cache[v]
+        return self.lookup(v)
+
+    def owner(self, v: E.Value) -> "ScopedEmitter":
+        """The emitter that computes ``v``: this one, unless a subclass hoists it out of a loop
+        (its children were emitted first, so they are there already)."""
+        return self
 
     def _emit(self, v: E.Value) -> str:
         raise NotImplementedError

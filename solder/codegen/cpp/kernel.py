@@ -78,7 +78,18 @@ class CppPrinter(Printer):
 
 
 class Emitter(ScopedEmitter):
-    """C++ values, as numbered temporaries of their registers' types."""
+    """C++ values, as numbered temporaries of their registers' types. A row loop's emitter
+    ``hoists`` into the code before the loop what does not change along the row (the row's
+    token id, its first element, its mean): computed once per row, and the loop is left with
+    vector work only (an int64 load of the row's id kept GCC from vectorizing a GPT-2
+    layer norm)."""
+
+    hoist: "Emitter | None" = None
+
+    def owner(self, v: E.Value) -> ScopedEmitter:
+        if self.hoist is not None and not self.gen.along_row(v):
+            return self.hoist
+        return self
 
     def tmp(self, dtype: torch.dtype, expr: str) -> str:
         name = self.gen.new_tmp()
@@ -180,8 +191,25 @@ class CppKernelGen:
         self.scratch: dict = {}   # value -> the scratch array that holds it
         self.unmasked: dict = {}  # member -> its value with arm_loads.py's unmasked loads
         self._tmp = 0
+        self._along_row: dict = {}
         self.printer = CppPrinter({XINDEX: "xindex", RINDEX: "rindex",
                                    loop_nest.OUTER: "x0", loop_nest.INNER: "x1"})
+
+    def along_row(self, v: E.Value) -> bool:
+        """Whether ``v`` changes with ``rindex``: it reads the row's index or a row's scratch
+        array, or a value under it does."""
+        got = self._along_row.get(v)
+        if got is None:
+            if v in self.scratch:
+                got = True
+            elif v.op in ("load", "index", "rand"):
+                index = v.args[1] if v.op in ("load", "rand") else v.args[0]
+                got = RINDEX in sympy.sympify(index).free_symbols
+            else:
+                got = False
+            got = got or any(self.along_row(c) for c in v.children())
+            self._along_row[v] = got
+        return got
 
     def new_tmp(self) -> str:
         self._tmp += 1
@@ -410,6 +438,13 @@ class CppKernelGen:
             parts = {p.buffer.name: self.new_tmp() for p in reds
                      if simd and p.reduction_type == "sum"
                      and reg_dtype(p.value.dtype) == torch.float32}
+            # what the row's loop hoists lands here, before it (and stays known to the later
+            # stages); only where the row is never empty, since the loop would then not run
+            # what the hoisted code computes (a row's first element does not exist)
+            mark, pre = len(top.lines), Emitter(self, top.indent, parent=top.parent)
+            pre.cache = top.cache
+            rnumel = sympy.sympify(self.kernel.rnumel)
+            hoist = pre if isinstance(rnumel, sympy.Integer) and rnumel > 0 else None
             loop = top
             if parts:
                 top.line(f"for (int64_t r0 = 0; r0 < rnumel; r0 += {SUM_CHUNK}) {{")
@@ -430,6 +465,7 @@ class CppKernelGen:
             lo, hi = ("r0", "r1") if parts else ("0", "rnumel")
             loop.line(f"for (int64_t rindex = {lo}; rindex < {hi}; ++rindex) {{")
             inner = Emitter(self, loop.indent + "    ", parent=loop)
+            inner.hoist = hoist
             for v, name in self.scratch.items():
                 if v not in kept:
                     inner.cache[v] = f"{name}[rindex]"
@@ -470,6 +506,7 @@ class CppKernelGen:
                     loop.line(f"{accs[name][0]} += {part};")
                 top.lines += loop.lines
                 top.line("}")
+            top.lines[mark:mark] = pre.lines
         for p in reds:
             acc = accs[p.buffer.name]
             rt = p.reduction_type
