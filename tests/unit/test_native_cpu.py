@@ -353,10 +353,32 @@ def test_nested_loops_need_a_divisor_that_divides_the_loop():
         assert split.inner == 24 and split(exprs[0]) == 24 * FloorDiv(loop_nest.OUTER, 20) \
             + loop_nest.INNER
         assert loop_nest.choose(Kernel(24 * 20 + 5)) is None   # neither divides the loop
-        exprs[:] = [ModIndex(XINDEX, 3)]   # too short an inner loop to vectorize
-        assert loop_nest.choose(Kernel(30)) is None
+        exprs[:] = [ModIndex(XINDEX, 3)]   # too short an inner loop to vectorize: unrolled
+        split = loop_nest.choose(Kernel(30))
+        assert split.inner == 3 and split.unrolled
     finally:
         loop_nest.index_exprs = orig
+
+
+def test_a_short_row_is_unrolled_into_the_vectorized_outer_loop():
+    # stride 2 and 3: the positions are xindex // C and xindex % C with C < 8; the x0 loop is
+    # the vectorized one and each x1 value a block of its own, its comparisons folded
+    def fn(a, b, c, d):
+        s = torch.as_strided_scatter(a * 8 + 10, b * 2 - 4, size=(a.numel() // 2,), stride=(2,))
+        t = torch.select_scatter(c * 2 + 1, d.sigmoid(), dim=1, index=1)
+        return s, t, c[:, ::2] * 3
+    a, b, c, d = torch.randn(64), torch.randn(32), torch.randn(40, 3), torch.randn(40)
+    out, report = _run(fn, a, b, c, d)
+    _same(out, fn(a, b, c, d))
+    srcs = [k.source for k in report.graphs[0].kernels]
+    unrolled = [s for s in srcs if "the row unrolled" in s]
+    assert len(unrolled) >= 2, srcs
+    for src in unrolled:
+        assert "#pragma omp parallel for simd" in src and "for (int64_t x1" not in src, src
+        assert "const int64_t x1 = 1;" in src and "% int64_t(" not in src, src
+    # the select's comparison folded: only the block of column 1 computes the sigmoid
+    sel = next(s for s in unrolled if "std::exp" in s)
+    assert sel.count("std::exp") == 1, sel
 
 
 def test_nested_loops_with_symbolic_sizes():

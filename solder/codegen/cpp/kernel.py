@@ -315,10 +315,13 @@ class CppKernelGen:
         # applies to the simd loop too (OpenMP 5.0), and a small kernel, run on one thread,
         # lost its vectorization with it (10x slower on 8192 elements, GCC 12)
         omp = [] if self.serial else [
-            f"    #pragma omp parallel for{simd if split is None else ''} "
+            f"    #pragma omp parallel for{simd if split is None or split.unrolled else ''} "
             f"reduction(|:solder_err) if(parallel: {work} >= {PARALLEL_MIN_WORK})"]
         if split is None:
             body = ["    for (int64_t xindex = 0; xindex < xnumel; ++xindex) {"] + body + ["    }"]
+        elif split.unrolled:
+            doc += [f"// xindex = {self.printer(split.inner)} * x0 + x1: the row unrolled, "
+                    "x1 a constant in each block"]
         else:
             doc += [f"// xindex = {self.printer(split.inner)} * x0 + x1: no division in the "
                     "inner loop"]
@@ -345,6 +348,15 @@ class CppKernelGen:
         segs = loop_nest.segments(split, values) or [(0, c, {})]
         rows = f"xnumel / {c}" if split.inner.is_Integer else f"({c} > 0 ? xnumel / {c} : 0)"
         lines = [f"    for (int64_t x0 = 0; x0 < {rows}; ++x0) {{"]
+        if split.unrolled:
+            for lo, _, outcomes in segs:
+                em = Emitter(self, " " * 12)
+                for p in k.prepared.values():
+                    self._store(em, p, outcomes)
+                lines += ["        {", f"            const int64_t x1 = {lo};",
+                          f"            const int64_t xindex = {c} * x0 + x1;"]
+                lines += em.lines + ["        }"]
+            return lines + ["    }"]
         for lo, hi, outcomes in segs:
             em = Emitter(self, " " * 12)
             for p in k.prepared.values():

@@ -12,6 +12,9 @@ is vectorized.
 
 ``C`` is chosen among the divisors the kernel's own index expressions use: the one that leaves
 the fewest divisions depending on ``x1`` (of equal ones the largest, the longest inner loop).
+A row shorter than ``MIN_INNER`` (``as_strided_scatter`` with stride 2 reads ``xindex // 2``
+and ``xindex % 2``) is unrolled instead: the vectorized loop is the one over ``x0``, its body
+one block per ``x1`` value with ``x1`` a constant (an interleaved store, no gather).
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from ...schedule.prepare import XINDEX
 
 OUTER = index_symbol("x0")
 INNER = index_symbol("x1")
-# shorter inner loops do not vectorize: the flat loop's divisions by a constant are cheaper
+# shorter inner loops do not vectorize: a row shorter than this is unrolled into the x0 loop
 MIN_INNER = 8
 
 
@@ -52,6 +55,8 @@ class Split:
 
     def __init__(self, inner, outer):
         self.inner, self.outer = inner, outer   # sympy: an integer or a size symbol
+        # a short row: one block per x1 value inside the (vectorized) x0 loop
+        self.unrolled = bool(inner.is_Integer and int(inner) < MIN_INNER)
         self.ranges = {OUTER: outer, INNER: inner}
         self._done: dict = {}
 
@@ -79,7 +84,7 @@ def choose(kernel) -> Optional[Split]:
     best, best_key = None, None
     for d in sorted({a.args[1] for a in flat}, key=str):
         # a size symbol's value is not known here: taken as long enough
-        if not (d.is_Integer and int(d) >= MIN_INNER or d.is_Symbol and d.is_positive):
+        if not (d.is_Integer and int(d) >= 2 or d.is_Symbol and d.is_positive):
             continue
         outer = sympy.cancel(xnumel / d)
         if sympy.fraction(outer)[1] != 1:
@@ -146,7 +151,8 @@ _TRUTH = {name: getattr(operator, name) for name in COMPARISONS}
 
 def segments(split: Split, values) -> list:
     """[(lo, hi, {comparison: outcome})] covering ``[0, inner)``, or [] where nothing is gained
-    (no comparison of ``x1`` with a constant, a symbolic row, too many segments)."""
+    (no comparison of ``x1`` with a constant, a symbolic row, too many segments). An unrolled
+    row has one segment per ``x1`` value."""
     if not split.inner.is_Integer:
         return []
     c = int(split.inner)
@@ -162,7 +168,9 @@ def segments(split: Split, values) -> list:
         # where the outcome can change: x1 == n - 1 | n, or n | n + 1
         cuts |= {n + 1} if op in ("le", "gt") else {n} if op in ("lt", "ge") else {n, n + 1}
     cuts = sorted(x for x in cuts if 0 <= x <= c)
-    if len(cuts) <= 2 or len(cuts) - 1 > MAX_SEGMENTS:
+    if split.unrolled:
+        cuts = list(range(c + 1))
+    elif len(cuts) <= 2 or len(cuts) - 1 > MAX_SEGMENTS:
         return []
     return [(lo, hi, {x: _TRUTH[op](lo, n) for x, (op, n) in found.items()})
             for lo, hi in zip(cuts, cuts[1:])]
