@@ -298,6 +298,17 @@ def test_vectorized_max_and_min_keep_eagers_nan(dtype):
     assert "reduction(max:" in src and "reduction(min:" in src and "quiet_NaN()" in src
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_vectorized_integer_max_and_min_reach_the_extremes(dtype):
+    info = torch.iinfo(dtype)
+    x = torch.randint(info.min, info.max, (5, 300), dtype=dtype)
+    x[0, 0], x[1, 299], x[2], x[3] = info.max, info.min, info.min, info.max
+    out, report = _run(lambda x: (x.amax(-1), x.amin(-1), x.amax(0)), x)
+    _same(out, (x.amax(-1), x.amin(-1), x.amax(0)))
+    src = "\n".join(k.source for g in report.graphs for k in g.kernels)
+    assert "reduction(max:" in src and "reduction(min:" in src, src
+
+
 def test_a_small_kernel_on_one_thread_stays_vectorized():
     # the thread count's condition names `parallel`: a bare `if` on `parallel for simd` also
     # turns the simd loop off when false (OpenMP 5.0), and kernels under 32768 elements ran

@@ -159,10 +159,10 @@ IDENTITY = {"sum": "0", "prod": "1", "any": "false", "all": "true"}
 # reductions a vectorized row loop can do, by their OpenMP reduction identifier
 SIMD_REDUCTIONS = {"sum": "+", "prod": "*", "any": "||", "all": "&&", "max": "solder_max",
                    "min": "solder_min"}
-# a float max or min in a vectorized row: each lane a plain max (one instruction, nothing but
-# the accumulator on the loop-carried chain) and a NaN flag beside it, NaN the result if set
-# (eager's NaN propagation, 15% of a bf16 softmax row's time against solder_max's checks)
-FLOAT_SIMD_MINMAX = {"max": ("max", ">"), "min": ("min", "<")}
+# a max or min in a vectorized row: each lane a plain max (one instruction, nothing but the
+# accumulator on the loop-carried chain) and, for floats, a NaN flag beside it, NaN the result
+# if set (eager's NaN propagation; 15% of a bf16 softmax row's time against solder_max's checks)
+PLAIN_SIMD_MINMAX = {"max": ("max", ">"), "min": ("min", "<")}
 
 
 def _identity(rtype: str, dtype: torch.dtype) -> str:
@@ -419,7 +419,7 @@ class CppKernelGen:
                  else reds).append(p)
         rlevel = [p for p in stage if p.reduction_type is None and p.level == "r"]
         xlevel = [p for p in stage if p.reduction_type is None and p.level == "x"]
-        accs, nan_flags = {}, {}
+        accs, plain, nan_flags = {}, set(), {}
         simd = all(p.reduction_type in SIMD_REDUCTIONS for p in reds) and not self.serial
         for p in reds:
             dt = reg_dtype(p.value.dtype)
@@ -433,7 +433,9 @@ class CppKernelGen:
             init = _identity(rt, dt)
             top.line(f"{acc_t} {acc} = {init};")
             accs[p.buffer.name] = [acc, acc_t]
-            if simd and rt in FLOAT_SIMD_MINMAX and dt.is_floating_point:
+            if simd and rt in PLAIN_SIMD_MINMAX and dt != torch.bool:
+                plain.add(p.buffer.name)
+            if p.buffer.name in plain and dt.is_floating_point:
                 nan_flags[p.buffer.name] = flag = self.new_tmp()
                 top.line(f"int {flag} = 0;")
             if rt in ("argmax", "argmin"):
@@ -469,10 +471,11 @@ class CppKernelGen:
                 # no arg-reductions: the row's loop is vectorized, each lane reducing its part
                 # (another order of the same sums; max and min as module.py declares them)
                 clauses = "".join(
-                    f" reduction({FLOAT_SIMD_MINMAX[p.reduction_type][0]}:{into[p.buffer.name]})"
-                    f" reduction(|:{nan_flags[p.buffer.name]})" if p.buffer.name in nan_flags
+                    f" reduction({PLAIN_SIMD_MINMAX[p.reduction_type][0]}:{into[p.buffer.name]})"
+                    if p.buffer.name in plain
                     else f" reduction({SIMD_REDUCTIONS[p.reduction_type]}:{into[p.buffer.name]})"
                     for p in reds)
+                clauses += "".join(f" reduction(|:{flag})" for flag in nan_flags.values())
                 loop.line("#pragma omp simd" + clauses)
             lo, hi = ("r0", "r1") if parts else ("0", "rnumel")
             loop.line(f"for (int64_t rindex = {lo}; rindex < {hi}; ++rindex) {{")
@@ -493,10 +496,11 @@ class CppKernelGen:
                     inner.line(f"{acc[0]} = {acc[0]} || ({v} != 0);")
                 elif rt == "all":
                     inner.line(f"{acc[0]} = {acc[0]} && ({v} != 0);")
-                elif p.buffer.name in nan_flags:
-                    op = FLOAT_SIMD_MINMAX[rt][1]
-                    inner.line(f"{acc[0]} = {v} {op} {acc[0]} ? {v} : {acc[0]}; "
-                               f"{nan_flags[p.buffer.name]} |= ({v} != {v});")
+                elif p.buffer.name in plain:
+                    op = PLAIN_SIMD_MINMAX[rt][1]
+                    inner.line(f"{acc[0]} = {v} {op} {acc[0]} ? {v} : {acc[0]};")
+                    if p.buffer.name in nan_flags:
+                        inner.line(f"{nan_flags[p.buffer.name]} |= ({v} != {v});")
                 elif rt in ("max", "min"):
                     # NaN wins and stays; of equal values the first
                     inner.line(f"{acc[0]} = solder_{rt}({acc[0]}, {v});")
