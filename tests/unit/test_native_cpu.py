@@ -139,6 +139,46 @@ def test_integer_division_is_pythons_and_zero_raises_as_eager():
         compiled(a, torch.zeros_like(b))
 
 
+@pytest.mark.parametrize("through", ["native_call", "ctypes"])
+def test_kernels_are_called_through_one_c_entry_or_ctypes(monkeypatch, through, tmp_path):
+    # native_call.py: functools.partial(call, address) per kernel, tensors read as their data
+    # pointers and sizes as integers in C; where it cannot be built, a ctypes runner
+    from solder.runtime import native_call
+    if through == "ctypes":
+        monkeypatch.setattr(native_call, "load", lambda cxx, cache_dir: None)
+    else:
+        call = native_call.load(native.compiler(), tmp_path)
+        if call is None:
+            pytest.skip("no Python headers to build the extension against")
+        assert call.__name__ == "call"
+        with pytest.raises(TypeError):
+            call(0)   # an address and no argument
+        import ctypes
+
+        import numpy as np
+        lib = native.load('extern "C" long long twice(float* a, long long n, long long k) {'
+                          ' for (long long i = 0; i < n; ++i) a[i] *= 2; return k; }',
+                          str(tmp_path))
+        address = ctypes.cast(lib.twice, ctypes.c_void_p).value
+        a = torch.ones(5)
+        assert call(address, a, np.int64(3), 0) is None   # a numpy integer as a size
+        assert a.tolist() == [2, 2, 2, 1, 1]
+        with pytest.raises(ZeroDivisionError):
+            call(address, a, 0, 1)   # the kernel's error flag
+    made, runners = [], native.runners
+    monkeypatch.setattr(native, "runners", lambda *a: made.append(runners(*a)) or made[-1])
+    options = {**OPTIONS, "cache_dir": str(tmp_path)}
+    x, y = torch.randn(40, 33), torch.randint(-5, 5, (40, 33))
+    compiled = torch.compile(lambda x, y: ((x * 2).softmax(-1), y // 3), backend="solder",
+                             options=options)
+    _same(compiled(x, y), ((x * 2).softmax(-1), y // 3))
+    div = torch.compile(lambda a, b: a // b + 1, backend="solder", options=options)
+    with pytest.raises(ZeroDivisionError):
+        div(y, torch.zeros_like(y))
+    kinds = {type(r).__name__ for got in made for r in got.values()}
+    assert kinds == ({"partial"} if through == "native_call" else {"NativeKernelRunner"}), kinds
+
+
 def test_floats_keep_eagers_nan_infinities_and_signed_zeros():
     x = torch.tensor([-0.0, 0.0, float("inf"), -float("inf"), float("nan"), 2.5, -2.5, 1e-40])
     y = torch.tensor([0.0, -0.0, 2.0, -3.0, 1.0, -0.0, 0.5, 3.0])
