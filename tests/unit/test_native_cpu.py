@@ -349,6 +349,22 @@ def test_vectorized_integer_max_and_min_reach_the_extremes(dtype):
     assert "reduction(max:" in src and "reduction(min:" in src, src
 
 
+def test_what_does_not_change_along_a_row_is_computed_once_before_its_loop():
+    # a layer norm of an embedding plus a residual (GPT-2's first block): the row's token id,
+    # its bounds check and the row's first element (the shifted variance) are read once per
+    # row, before the row's loops; a row-invariant value is not kept in a scratch array
+    def fn(ids, table, x):
+        return torch.nn.functional.layer_norm(table[ids] + x, (64,))
+    ids, table, x = torch.randint(0, 50, (3, 16)), torch.randn(50, 64), torch.randn(3, 16, 64)
+    out, report = _run(fn, ids, table, x)
+    _same(out, fn(ids, table, x))
+    src = next(k.source for g in report.graphs for k in g.kernels if "aten.sum" in k.source)
+    before, loops = src.split("for (int64_t r", 1)
+    assert re.search(r"int64_t t\d+ = ptr\d+\[xindex\];", before), src   # the token id
+    assert not re.search(r"= ptr\d+\[xindex\];", loops), src
+    assert src.count("float sc") <= 2, src
+
+
 def test_a_small_kernel_on_one_thread_stays_vectorized():
     # the thread count's condition names `parallel`: a bare `if` on `parallel for simd` also
     # turns the simd loop off when false (OpenMP 5.0), and kernels under 32768 elements ran

@@ -443,7 +443,14 @@ class CppKernelGen:
                 top.line(f"int64_t {ai} = 0;")
                 accs[p.buffer.name].append(ai)
         if reds or rlevel:
-            kept = self.keep.get(index, [])
+            # what the row's loop hoists lands before it (and stays known to the later
+            # stages); only where the row is never empty, since the loop would then not run
+            # what the hoisted code computes (a row's first element does not exist)
+            rnumel = sympy.sympify(self.kernel.rnumel)
+            hoist = isinstance(rnumel, sympy.Integer) and rnumel > 0
+            # a value kept for the later loops that does not change along the row is hoisted
+            # instead: one register, not an array of copies
+            kept = [v for v in self.keep.get(index, []) if not hoist or self.along_row(v)]
             for v in kept:   # row_scratch.py: read back by the later stages
                 self.scratch[v] = f"sc{len(self.scratch)}"
                 top.line(f"{reg_type(v.dtype)} {self.scratch[v]}[{int(self.kernel.rnumel)}];")
@@ -452,13 +459,8 @@ class CppKernelGen:
             parts = {p.buffer.name: self.new_tmp() for p in reds
                      if simd and p.reduction_type == "sum"
                      and reg_dtype(p.value.dtype) == torch.float32}
-            # what the row's loop hoists lands here, before it (and stays known to the later
-            # stages); only where the row is never empty, since the loop would then not run
-            # what the hoisted code computes (a row's first element does not exist)
             mark, pre = len(top.lines), Emitter(self, top.indent, parent=top.parent)
             pre.cache = top.cache
-            rnumel = sympy.sympify(self.kernel.rnumel)
-            hoist = pre if isinstance(rnumel, sympy.Integer) and rnumel > 0 else None
             loop = top
             if parts:
                 top.line(f"for (int64_t r0 = 0; r0 < rnumel; r0 += {SUM_CHUNK}) {{")
@@ -480,7 +482,7 @@ class CppKernelGen:
             lo, hi = ("r0", "r1") if parts else ("0", "rnumel")
             loop.line(f"for (int64_t rindex = {lo}; rindex < {hi}; ++rindex) {{")
             inner = Emitter(self, loop.indent + "    ", parent=loop)
-            inner.hoist = hoist
+            inner.hoist = pre if hoist else None
             for v, name in self.scratch.items():
                 if v not in kept:
                     inner.cache[v] = f"{name}[rindex]"
