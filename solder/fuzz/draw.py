@@ -38,6 +38,17 @@ def op(family: str, weight: int = 1) -> Callable:
     return register
 
 
+def _cast_to(v: "Var", like: "Var") -> str:
+    """``v`` in ``like``'s dtype. A float becomes an integer only finite and small: NaN, an
+    infinity or an out-of-range float has no defined integer value (undefined in C++; eager's
+    CUDA kernels give INT64_MIN for NaN, compiled code another integer: GPU seeds 600323 and
+    601452, a NaN variance cast into a scatter's int64 source)."""
+    if v.dtype.is_floating_point and not like.dtype.is_floating_point \
+            and like.dtype != torch.bool:
+        return f"{v.name}.nan_to_num(0.0).clamp(-1000, 1000).to({like.name}.dtype)"
+    return f"{v.name}.to({like.name}.dtype)"
+
+
 @dataclasses.dataclass
 class Var:
     name: str
@@ -215,13 +226,12 @@ class Ctx:
             exact = [v for v in self.vars if v.shape == shape]
             if exact:
                 v = self.rng.choice(exact)
-                return self._read(v.name if v.dtype == like.dtype else
-                                  f"{v.name}.to({like.name}.dtype)")
+                return self._read(v.name if v.dtype == like.dtype else _cast_to(v, like))
             wider = [v for v in self.vars if v.shape != shape and broadcasts(v.shape, shape) == shape]
             if wider:
                 v = self.rng.choice(wider)
-                cast = "" if v.dtype == like.dtype else f".to({like.name}.dtype)"
-                return self._read(f"{v.name}{cast}.expand{tup(shape) if shape else '(())'}")
+                cast = v.name if v.dtype == like.dtype else _cast_to(v, like)
+                return self._read(f"{cast}.expand{tup(shape) if shape else '(())'}")
         return self.const(shape, like)
 
     def _read(self, expr: str) -> str:

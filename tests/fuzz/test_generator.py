@@ -115,6 +115,31 @@ def test_integer_divisors_are_never_zero():
     assert ctx.divisor("f", like) == "f"     # float division by zero is defined
 
 
+def test_a_float_operand_of_an_integer_op_is_finite_before_its_cast():
+    # NaN or an infinity cast to an integer is undefined (eager's CUDA gives INT64_MIN for NaN,
+    # compiled code another integer): GPU seeds 600323 and 601452 cast a NaN variance into a
+    # scatter's int64 source
+    import random
+    ns = {"f": torch.tensor([float("nan"), float("inf"), -3.7]), "i": torch.tensor([1, 2, 3]),
+          "g": torch.tensor([float("nan")])}
+    f, g = Var("f", (3,), torch.float32, False), Var("g", (1,), torch.float32, False)
+    like = Var("i", (3,), torch.int64, False)
+    for vars_ in ([f], [g]):
+        ctx = Ctx(random.Random(0), ns, vars_)
+        seen = set()
+        for _ in range(200):
+            text = ctx.operand((3,), like)
+            if re.match(r"[fg]\.", text):
+                seen.add(text)
+                got = eval(text, {**ns, "torch": torch, "DEV": "cpu"})  # noqa: S307
+                assert got.tolist() in ([0, 1000, -3], [0, 0, 0]), text
+        assert seen, "the float variable was never drawn"
+    from solder.fuzz.draw import _cast_to
+    # a cast to bool (NaN is True) or to another float is defined and stays as it is
+    assert _cast_to(f, Var("b", (3,), torch.bool, False)) == "f.to(b.dtype)"
+    assert _cast_to(f, Var("h", (3,), torch.float16, False)) == "f.to(h.dtype)"
+
+
 def test_nothing_writes_into_memory_that_elements_share():
     import random
     base = torch.zeros(3)
