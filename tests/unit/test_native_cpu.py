@@ -424,6 +424,11 @@ def test_nested_loops_need_a_divisor_that_divides_the_loop():
         exprs[:] = [ModIndex(XINDEX, 3)]   # too short an inner loop to vectorize: unrolled
         split = loop_nest.choose(Kernel(30))
         assert split.inner == 3 and split.unrolled
+        # a row of 4 would leave no division to x1, but all of 16's to x0 per element: a row
+        # that removes one is preferred to an unrolled one
+        exprs[:] = [ModIndex(XINDEX, 4) + 4 * FloorDiv(XINDEX, 16)]
+        split = loop_nest.choose(Kernel(64))
+        assert split.inner == 16 and not split.unrolled
     finally:
         loop_nest.index_exprs = orig
 

@@ -12,8 +12,8 @@ is vectorized.
 
 ``C`` is chosen among the divisors the kernel's own index expressions use: the one that leaves
 the fewest divisions depending on ``x1`` (of equal ones the largest, the longest inner loop).
-A row shorter than ``MIN_INNER`` (``as_strided_scatter`` with stride 2 reads ``xindex // 2``
-and ``xindex % 2``) is unrolled instead: the vectorized loop is the one over ``x0``, its body
+Where no such row removes a division, a row shorter than ``MIN_INNER`` (``as_strided_scatter``
+with stride 2 reads ``xindex // 2`` and ``xindex % 2``) is unrolled instead: the vectorized loop is the one over ``x0``, its body
 one block per ``x1`` value with ``x1`` a constant (an interleaved store, no gather).
 """
 from __future__ import annotations
@@ -91,7 +91,10 @@ def choose(kernel) -> Optional[Split]:
             continue
         split = Split(d, outer)
         left = len(_divisions([split(e) for e in exprs], INNER))
-        key = (left, -int(d) if d.is_Integer else 0)
+        # an unrolled row only where no row of 8 or more removes a division: a short row
+        # leaves the divisions by the longer ones to x0, per element (a LLaMA rotary
+        # backward's x0 % 4, x0 / 16, ... where a row of 16 divides nothing)
+        key = (split.unrolled, left, -int(d) if d.is_Integer else 0)
         if left < len(flat) and (best_key is None or key < best_key):
             best, best_key = split, key
     return best
