@@ -13,8 +13,9 @@ is vectorized.
 ``C`` is chosen among the divisors the kernel's own index expressions use: the one that leaves
 the fewest divisions depending on ``x1`` (of equal ones the largest, the longest inner loop).
 Where no such row removes a division, a row shorter than ``MIN_INNER`` (``as_strided_scatter``
-with stride 2 reads ``xindex // 2`` and ``xindex % 2``) is unrolled instead: the vectorized loop is the one over ``x0``, its body
-one block per ``x1`` value with ``x1`` a constant (an interleaved store, no gather).
+with stride 2 reads ``xindex // 2`` and ``xindex % 2``) is unrolled instead: the vectorized loop
+is the one over ``x0``, its body one block per ``x1`` value with ``x1`` a constant (an
+interleaved store, no gather).
 """
 from __future__ import annotations
 
