@@ -365,6 +365,38 @@ def test_what_does_not_change_along_a_row_is_computed_once_before_its_loop():
     assert src.count("float sc") <= 2, src
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64])
+def test_a_sum_over_strided_rows_runs_with_the_columns_inside(dtype):
+    # columns.py: a bias gradient's sum over the tokens reads ptr[features * r + x]; with the
+    # columns inside, every read is contiguous. Per-row values (a label, a row's scale) and
+    # per-column ones (a bias) ride along; a row's contiguous sum keeps the row loop inside.
+    def fn(g, scale, bias):
+        return (g * scale[:, None]).sum(0) + bias, g.sum((0, 1)) if g.dim() == 3 else g.sum(0)
+    make = (lambda *s: torch.randint(-9, 9, s, dtype=dtype)) if not dtype.is_floating_point \
+        else (lambda *s: torch.randn(*s).to(dtype))
+    g, scale, bias = make(300, 130), make(300), make(130)
+    out, report = _run(fn, g, scale, bias)
+    _same(out, fn(g, scale, bias))
+    srcs = [k.source for gr in report.graphs for k in gr.kernels]
+    cols = [s for s in srcs if "columns inside" in s]
+    assert cols and all("for (int64_t xi = 0; xi < xn; ++xi)" in s for s in cols), srcs
+    g3 = make(3, 40, 70)
+    out, report = _run(lambda g: g.sum((0, 1)), g3)
+    _same(out, g3.sum((0, 1)))
+    assert "columns inside" in report.graphs[0].kernels[0].source
+    out, report = _run(lambda g: g.sum(-1), g)
+    _same(out, g.sum(-1))
+    assert "columns inside" not in report.graphs[0].kernels[0].source
+
+
+def test_long_strided_float_sums_keep_eagers_accuracy():
+    # each column's rows added in order in a double: 200000 rows of float32 near 1000
+    g = torch.randn(200000, 9) + 1000.0
+    out, report = _run(lambda g: g.sum(0), g)
+    torch.testing.assert_close(out, g.sum(0), rtol=1e-6, atol=0)
+    assert "columns inside" in report.graphs[0].kernels[0].source
+
+
 def test_a_small_kernel_on_one_thread_stays_vectorized():
     # the thread count's condition names `parallel`: a bare `if` on `parallel for simd` also
     # turns the simd loop off when false (OpenMP 5.0), and kernels under 32768 elements ran

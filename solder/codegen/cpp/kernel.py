@@ -26,7 +26,7 @@ from ..emitter import ScopedEmitter
 from ..generated import KernelSource
 from ..index_printer import Printer
 from ..stages import member_stages
-from . import arm_loads, loop_nest, row_scratch, scalar_ops
+from . import arm_loads, columns, loop_nest, row_scratch, scalar_ops
 
 
 C_TYPE = {
@@ -187,6 +187,7 @@ class CppKernelGen:
         self.rref: dict = {}
         self.reduced: dict = {}
         self.serial = False   # an accumulating scatter: one thread
+        self.columns = False  # columns.py's loop order
         self.keep: dict = {}      # stage -> values its loop keeps for later ones (row_scratch)
         self.scratch: dict = {}   # value -> the scratch array that holds it
         self.unmasked: dict = {}  # member -> its value with arm_loads.py's unmasked loads
@@ -317,7 +318,10 @@ class CppKernelGen:
         omp = [] if self.serial else [
             f"    #pragma omp parallel for{simd if split is None or split.unrolled else ''} "
             f"reduction(|:solder_err) if(parallel: {work} >= {PARALLEL_MIN_WORK})"]
-        if split is None:
+        if self.columns:
+            doc += [f"// columns inside: {columns.BLOCK} columns' sums at a time, the rows "
+                    "outside (a strided reduction read contiguously)"]
+        elif split is None:
             body = ["    for (int64_t xindex = 0; xindex < xnumel; ++xindex) {"] + body + ["    }"]
         elif split.unrolled:
             doc += [f"// xindex = {self.printer(split.inner)} * x0 + x1: the row unrolled, "
@@ -375,6 +379,9 @@ class CppKernelGen:
                 self._store(top, p)
             return top.lines
         stages = member_stages(k)
+        if not self.serial and columns.applies(k, stages):
+            self.columns = True   # columns.py: the columns inside, the rows outside
+            return columns.body(self, stages, Emitter, reg_dtype, reg_type)
         self.keep = row_scratch.plan(stages, k.rnumel)
         for i, stage in enumerate(stages):
             self._stage(top, stage, i)
