@@ -389,6 +389,16 @@ def test_a_sum_over_strided_rows_runs_with_the_columns_inside(dtype):
     assert "columns inside" not in report.graphs[0].kernels[0].source
 
 
+def test_a_strided_sum_with_the_columns_inside_raises_eagers_zero_division():
+    x, d = torch.randint(-9, 9, (300, 130)), torch.randint(1, 5, (300, 130))
+    out, report = _run(lambda x, d: (x // d).sum(0), x, d)
+    _same(out, (x // d).sum(0))
+    assert "columns inside" in report.graphs[0].kernels[0].source
+    d[5, 7] = 0
+    with pytest.raises(ZeroDivisionError):
+        torch.compile(lambda x, d: (x // d).sum(0), backend="solder", options=OPTIONS)(x, d)
+
+
 def test_long_strided_float_sums_keep_eagers_accuracy():
     # each column's rows added in order in a double: 200000 rows of float32 near 1000
     g = torch.randn(200000, 9) + 1000.0

@@ -84,7 +84,7 @@ def body(gen, stages, emitter, reg_dtype, reg_type) -> list[str]:
         accs[p.buffer.name] = (f"acc{len(accs)}", acc_t)
         lines.append(f"        {acc_t} acc{len(accs) - 1}[{BLOCK}] = {{}};")
     lines += ["        for (int64_t rindex = 0; rindex < rnumel; ++rindex) {",
-              "            #pragma omp simd",
+              "            #pragma omp simd reduction(|:solder_err)",
               "            for (int64_t xi = 0; xi < xn; ++xi) {",
               "                const int64_t xindex = xblock + xi;"]
     inner = emitter(gen, " " * 16)
