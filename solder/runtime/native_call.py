@@ -18,6 +18,7 @@ headers), ``load()`` returns None and kernels are called through ctypes.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -33,8 +34,10 @@ from typing import Optional
 MAX_ARGS = 64   # kernels with more arguments are called through ctypes
 _LOCK = threading.Lock()
 _MODULE: dict = {}
+_FOR: dict = {}   # (compiler, cache folder) -> load()'s answer
 
 
+@functools.lru_cache(maxsize=None)
 def source() -> str:
     params = lambda n: ", ".join(["i64"] * n)   # noqa: E731
     cases = "\n".join(
@@ -101,7 +104,16 @@ PyMODINIT_FUNC PyInit_solder_native_call(void) {{
 
 
 def load(cxx: str, cache_dir: Path):
-    """The ``call`` function, built into ``cache_dir`` once; None where it cannot be built."""
+    """The ``call`` function, built into ``cache_dir`` once; None where it cannot be built.
+    (Asked once per compiled graph: after the first, an answer from memory.)"""
+    known = _FOR.get((cxx, str(cache_dir)), _FOR)
+    if known is not _FOR:
+        return known
+    _FOR[(cxx, str(cache_dir))] = found = _load(cxx, cache_dir)
+    return found
+
+
+def _load(cxx: str, cache_dir: Path):
     include = sysconfig.get_paths().get("include")
     if ctypes.sizeof(ctypes.c_void_p) != 8 or not include or not os.path.exists(os.path.join(include, "Python.h")):
         return None
