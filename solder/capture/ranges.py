@@ -3,7 +3,8 @@
 PyTorch's reference decomposition computes in float32 for float16 and bfloat16 and rounds once,
 and takes its step from Python's double; ATen's CPU and CUDA kernels compute the step and each
 element in the result's dtype, each operation rounded (``start + step * i`` below the middle,
-``end - step * (steps - i - 1)`` from it), and in double for integer dtypes, truncated. Their
+``end - step * (steps - i - 1)`` from it), and for integer dtypes in double on the CPU and in
+float on CUDA, truncated. Their
 values differ by a unit in the last place for a third of a float16 or bfloat16 range
 (``linspace(0.5, 1.5, 16)``: 0.703125 in eager, 0.69921875 through the reference), which a
 layer norm with such a weight then carries into its output (fuzz seed 213858)."""
@@ -17,6 +18,14 @@ _REFERENCE = get_decompositions([aten.linspace])[aten.linspace.default]
 
 
 def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
+    kernel = torch.device(device if device is not None else torch.get_default_device()).type
+    return linspace_as_on(kernel, start, end, steps, dtype=dtype, layout=layout, device=device,
+                          pin_memory=pin_memory)
+
+
+def linspace_as_on(kernel, start, end, steps, *, dtype=None, layout=None, device=None,
+                   pin_memory=None):
+    """linspace's values as ATen's ``kernel`` ("cpu" or "cuda") computes them, on ``device``."""
     dtype = dtype or torch.get_default_dtype()
     if dtype.is_complex or any(isinstance(x, complex) for x in (start, end)):
         return _REFERENCE(start, end, steps, dtype=dtype, layout=layout, device=device,
@@ -33,10 +42,14 @@ def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_mem
         low = first + step * i.to(dtype)
         high = last - step * (steps - 1 - i).to(dtype)
         return torch.where(i < steps // 2, low, high)
-    # float32, float64 and integers: the step in the dtype (double for integers) and each
-    # element one fused multiply-add (the kernels' compilers contract ``start + step * i``),
-    # here in double with its rounding error carried (exact products, then sums)
-    step_dtype = dtype if dtype.is_floating_point else torch.float64
+    # float32, float64 and integers: the step in the dtype and each element one fused
+    # multiply-add (the kernels' compilers contract ``start + step * i``), here in double with
+    # its rounding error carried (exact products, then sums). For integers the CPU kernel's step
+    # is a double, the CUDA kernel's a float, and so are its elements before the truncation
+    # (an int64 linspace(1000, -1000, 301)[99]: 339 on the CPU, 340 on CUDA)
+    step_dtype = dtype
+    if not dtype.is_floating_point:
+        step_dtype = torch.float32 if kernel == "cuda" else torch.float64
     first = torch.scalar_tensor(start, dtype=dtype, device=device).to(step_dtype)
     last = torch.scalar_tensor(end, dtype=dtype, device=device).to(step_dtype)
     if steps == 1:
@@ -46,7 +59,9 @@ def linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_mem
     low = _fma(step, i.to(torch.float64), first)
     high = _fma(-step, (steps - 1 - i).to(torch.float64), last)
     out = torch.where(i < steps // 2, low, high)
-    return out.to(dtype) if dtype.is_floating_point else out.trunc().to(dtype)
+    if dtype.is_floating_point:
+        return out.to(dtype)
+    return out.to(step_dtype).trunc().to(dtype)
 
 
 def _fma(a, b, c):

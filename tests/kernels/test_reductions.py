@@ -208,7 +208,7 @@ def test_an_arg_reduction_index_is_int64_inside_the_kernel():
     def fn(a0, a1):
         v0 = a1.max(0).indices
         v2 = torch.nn.functional.layer_norm(a0, (2,), a1.to(a0.dtype), a0, eps=1e-5)
-        v3 = torch.scatter(v0.expand(2), 0, torch.tensor([1]), v0.expand(1))
+        v3 = torch.scatter(v0.expand(2), 0, torch.tensor([1], device=a0.device), v0.expand(1))
         return v2, torch.aminmax(torch.square(v3))[0]
     a0, a1 = torch.tensor([0.5, -1.25]), torch.tensor([3, 7])
     for got, want in zip(torch.compile(fn, backend="solder")(a0, a1), fn(a0, a1)):

@@ -211,3 +211,20 @@ def test_addbmm_adds_the_batches_in_eagers_order():
     scaled = torch.compile(lambda s, x, y: torch.addbmm(s, x, y, beta=0.5, alpha=2),
                            backend="solder")
     assert torch.equal(scaled(self, b1, b2), torch.addbmm(self, b1, b2, beta=0.5, alpha=2))
+
+
+def test_an_integer_linspace_as_cudas_kernel_computes_it():
+    # ATen's CUDA kernel takes an integer linspace's step and elements in float, its CPU kernel
+    # in double: recorded on an H100 (torch 2.11.0+cu130, 2026-12-07), the int64
+    # linspace(1000, -1000, 301) is the CPU's plus one at 99, 102, ..., 147 and minus one at
+    # 153, 156, ..., 201 (340 where the CPU has 339)
+    from solder.capture.ranges import linspace_as_on
+    cpu = torch.linspace(1000, -1000, 301, dtype=torch.int64, device="cpu")
+    cuda = cpu.clone()
+    cuda[99:148:3] += 1
+    cuda[153:202:3] -= 1
+    for dtype in (torch.int64, torch.int32):
+        got = linspace_as_on("cuda", 1000, -1000, 301, dtype=dtype, device="cpu")
+        assert got.dtype == dtype and torch.equal(got, cuda.to(dtype))
+        assert torch.equal(linspace_as_on("cpu", 1000, -1000, 301, dtype=dtype, device="cpu"),
+                           cpu.to(dtype))
