@@ -494,3 +494,20 @@ def test_neighbours_moved_apart_break_a_tie_the_other_way():
     eps = torch.finfo(torch.float32).eps
     assert torch.equal(y, ((x * 3).double() * (1 + eps * torch.tensor([[1.0, -1.0], [1.0, -1.0]])
                                               )).float())
+
+
+def test_a_seed_whose_draws_all_fail_on_a_dead_gpu_ends_its_worker(monkeypatch):
+    # a draw that hits a device-side assert leaves the process's CUDA context unusable: every
+    # later draw of that worker was refused (354 seeds of one GPU run), so the outcome says
+    # the device is gone and the parent starts a fresh worker
+    from solder.fuzz import run as fuzz_run
+
+    def no_program(seed, grad):
+        raise RuntimeError(f"seed {seed}: no program eager runs in 50 draws")
+    monkeypatch.setattr(fuzz_run, "generate", no_program)
+    cfg = fuzz_run.RunConfig(backend="solder", device="cuda", grad=False)
+    monkeypatch.setattr(fuzz_run, "_device_alive", lambda: False)
+    out = fuzz_run.check_seed(7, cfg)
+    assert out.kind == fuzz_run.EAGER_REJECTED and out.poisoned
+    monkeypatch.setattr(fuzz_run, "_device_alive", lambda: True)
+    assert not fuzz_run.check_seed(7, cfg).poisoned
