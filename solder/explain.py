@@ -41,7 +41,7 @@ class Report:
                 for s in k.source_lines[:3]:
                     lines.append(f"      from {s}")
             for e in g.externs:
-                lines.append(f"  library call: {e.op}")
+                lines.append(f"  library call: {e.op}" + (f" ({e.reason})" if e.reason else ""))
             for f in g.fallbacks:
                 lines.append(f"  ATen fallback: {f.op} ({f.reason})")
             for u in g.user_kernels:

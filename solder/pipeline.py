@@ -247,7 +247,9 @@ def generate_code(gm: fx.GraphModule, kind: str, config: Config, name: str, repo
         else:
             b = s.buffer
             if getattr(b, "kind", None) == "extern":
-                report.externs.append(CallReport(b.origins[0] if b.origins else str(b.op)))
+                schema = getattr(b.op, "_schema", None)
+                how = f"as {schema.name}" if schema and schema.name.startswith("solder::") else ""
+                report.externs.append(CallReport(b.origins[0] if b.origins else str(b.op), how))
     report.fallbacks = [CallReport(op, reason) for op, reason in graph.fallbacks]
     report.user_kernels = list(getattr(graph, "user_kernel_reports", []))
     return (graph, steps, kernels, wrapper, module_src,

@@ -201,6 +201,8 @@ def _op_name(op) -> str:
 
 def _resolve_op(qual: str):
     namespace, rest = qual.split("::", 1)
+    if namespace == "solder":     # Solder's own operators are registered on import
+        from . import library_ops  # noqa: F401
     packet, overload = rest.rsplit(".", 1)
     op = getattr(getattr(getattr(torch.ops, namespace), packet), overload)
     if not isinstance(op, torch._ops.OpOverload):

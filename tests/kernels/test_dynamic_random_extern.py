@@ -1,4 +1,5 @@
 """Symbolic sizes, random numbers, library calls."""
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -149,6 +150,69 @@ def test_an_lm_head_pads_the_weight_rows_as_they_are_stored():
     (pad,) = [k for k in report.graphs[0].kernels if "aten.mm" in k.ops]
     assert "tl.load(ptr0 + (xindex)" in pad.source, pad.source   # read in storage order
     assert len(report.externs) == 1 and not report.fallbacks
+
+
+def test_a_padded_product_that_only_leaves_the_graph_runs_in_blocks_of_rows():
+    # the logits of an LM head, returned: the padded product whole and its copy into eager's
+    # layout were both alive (GPT-2's 393 MiB logits twice at the inference peak); now the
+    # product runs in blocks of rows into one scratch block, each copied into the result
+    def f(x, w):
+        return (x @ w.t()).view(4, 5, 13)
+    x, w = torch.randn(20, 8), torch.randn(13, 8)
+    options = {"pad_mm_min_elements": 1}
+    out = torch.compile(f, backend="solder", options=options)(x, w)
+    ref = f(x, w)
+    torch.testing.assert_close(out, ref)
+    assert out.stride() == ref.stride()
+    wrapper = solder.explain(f, x, w, options=options).graphs[0].wrapper
+    assert "(20, 16)" not in wrapper, wrapper        # no whole padded product
+    assert "OPS[0](arg1, buf0, 13, 3)" in wrapper, wrapper   # 20 rows in blocks of 3
+
+
+def test_a_padded_product_read_again_is_computed_whole():
+    # the logits also feed a softmax: the kernel reads the padded product in place
+    def f(x, w):
+        logits = x @ w.t()
+        return logits, logits.softmax(-1)
+    x, w = torch.randn(20, 8), torch.randn(13, 8)
+    options = {"pad_mm_min_elements": 1}
+    out = torch.compile(f, backend="solder", options=options)(x, w)
+    assert_same(out, f(x, w))
+    wrapper = solder.explain(f, x, w, options=options).graphs[0].wrapper
+    assert "(20, 16)" in wrapper, wrapper
+
+
+@pytest.mark.parametrize("m,chunk", [(7, 3), (6, 3), (5, 8), (0, 2)])
+def test_mm_padded_rows_is_the_product_without_its_pad(m, chunk):
+    from solder.runtime.library_ops import MM_PADDED_ROWS
+    a, b = torch.randn(m, 8), torch.randn(8, 16)
+    b[:, 13:] = 0
+    got = MM_PADDED_ROWS(a, b, 13, chunk)
+    want = torch.cat([a[r:r + chunk] @ b for r in range(0, m, chunk)])[:, :13] if m else \
+        torch.empty(0, 13)
+    assert got.shape == (m, 13) and got.is_contiguous()
+    assert torch.equal(got, want)
+
+
+@pytest.mark.gpu
+def test_returned_lm_head_logits_peak_at_the_logits_and_one_block():
+    # GPT-2-sized vocabulary (50257, rows of 100514 bytes): the call's peak above what was
+    # allocated before it is the logits and one eighth of them, not twice the logits
+    x = torch.randn(4096, 768, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(50257, 768, device="cuda", dtype=torch.bfloat16)
+    f = torch.compile(lambda x, w: (x @ w.t()).view(8, 512, 50257), backend="solder")
+    ref = (x @ w.t()).view(8, 512, 50257)
+    torch.testing.assert_close(f(x, w), ref, rtol=2e-2, atol=2e-2)
+    logits = ref.numel() * ref.element_size()
+    del ref
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = f(x, w)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    assert out.stride() == (512 * 50257, 50257, 1)
+    assert peak <= logits * 1.15 + (4 << 20), (peak, logits)
 
 
 def _draw(fn, *args):

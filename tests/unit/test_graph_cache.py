@@ -352,9 +352,29 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_second_process_hits(tmp_path):
+# a graph whose wrapper calls an operator of Solder's (torch.ops.solder), which the second
+# process must register before it resolves the name
+SCRIPT_SOLDER_OP = textwrap.dedent("""
+    import torch
+    import solder
+
+    def f(x, w):
+        return (x @ w.t()).view(2, 5, 13)
+
+    x, w = torch.randn(10, 8), torch.randn(13, 8)
+    options = {"pad_mm_min_elements": 1}
+    r = solder.explain(f, x, w, options=options)
+    assert "OPS[0](arg1, buf0, 13, 2)" in r.graphs[0].wrapper, r.graphs[0].wrapper
+    print("STATE", r.graphs[0].timings["cache"])
+    out = torch.compile(f, backend="solder", options=options)(x, w)
+    torch.testing.assert_close(out, f(x, w))
+""")
+
+
+@pytest.mark.parametrize("source", [SCRIPT, SCRIPT_SOLDER_OP], ids=["aten", "solder_op"])
+def test_second_process_hits(tmp_path, source):
     script = tmp_path / "script.py"
-    script.write_text(SCRIPT)
+    script.write_text(source)
     env = dict(os.environ, TRITON_INTERPRET="1", SOLDER_CACHE_DIR=str(tmp_path / "cache"),
                SOLDER_AUTOTUNE="0", PYTHONPATH=str(REPO))
     env.pop("SOLDER_CACHE", None)
