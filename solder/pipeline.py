@@ -236,7 +236,8 @@ def generate_code(gm: fx.GraphModule, kind: str, config: Config, name: str, repo
     t2 = time.perf_counter()
     int64 = _needs_int64(graph)
     kernels = {s.name: generate(s, graph.by_name, int64) for s in steps if isinstance(s, Kernel)}
-    wrapper = WrapperGen(graph, steps, kernels, name).generate()
+    # (the C++ kernels declare their pointers restrict: no result over a buffer it reads)
+    wrapper = WrapperGen(graph, steps, kernels, name, in_place=not native).generate()
     module_src = kernel_module_source(list(kernels.values()))
     t3, cpu3 = time.perf_counter(), time.thread_time()
     report.wrapper = wrapper.source

@@ -74,8 +74,10 @@ class PyPrinter:
 
 
 class WrapperGen:
-    def __init__(self, graph, steps, kernels: dict[str, KernelSource], graph_name: str):
+    def __init__(self, graph, steps, kernels: dict[str, KernelSource], graph_name: str,
+                 in_place: bool = True):
         self.graph = graph
+        self.in_place = in_place   # results may be written over a buffer their kernel reads
         self.steps = steps
         self.kernels = kernels
         self.graph_name = graph_name
@@ -110,7 +112,7 @@ class WrapperGen:
             self.emit(f"seeds = S.draw_seeds({g.rand_slots}, {dev})")
         last_use = self._last_uses()
         keep = self._output_buffers()
-        self.plan = plan_reuse(g, self.steps, last_use, keep)
+        self.plan = plan_reuse(g, self.steps, last_use, keep, self.in_place)
         tensor_inputs = {name for kind, name, _ in g.inputs if kind == "tensor"}
         unused = sorted(tensor_inputs - set(last_use) - keep)
         if unused:
@@ -209,6 +211,10 @@ class WrapperGen:
     def _alloc(self, buf):
         lay = buf.layout
         donor = self.plan.reuse.get(buf.name) if self.plan is not None else None
+        if donor is not None and buf.name in self.plan.in_place:
+            self.emit(f"{buf.name} = {donor}  # written in place: its kernel reads {donor} only "
+                      "at the elements it writes")
+            return
         if donor is not None:
             dlay = self.graph.by_name[donor].layout
             if self._tuple(dlay.size) == self._tuple(lay.size) and \
