@@ -35,6 +35,10 @@ class CompileContext:
         self.started_cpu: Optional[float] = None   # this thread's CPU seconds then
         # the next backward, lowered in a forked child (runtime/forked_compile.ForkedWork)
         self.backward_child = None
+        # the graph being compiled: its number of inputs and which are leaves that require
+        # grad (capture/saved_values.py treats them as parameters)
+        self.input_count: Optional[int] = None
+        self.leaf_inputs: frozenset = frozenset()
 
 
 def compile_graph(gm: fx.GraphModule, example_inputs, kind: str, ctx: CompileContext) -> Callable:

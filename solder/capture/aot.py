@@ -92,7 +92,8 @@ def _partition(ctx: CompileContext, joint, joint_inputs, **kwargs):
     # Solder's own CSE, then the partitioner's turned off: it would import TorchInductor's
     # pattern matcher at the process's first training compile (capture/cse.py)
     eliminate_common_subexpressions(joint.graph)
-    keep_eagers_saved_values(joint, kwargs.get("num_fwd_outputs"))
+    keep_eagers_saved_values(joint, kwargs.get("num_fwd_outputs"), ctx.leaf_inputs,
+                             ctx.input_count)
     joint.recompile()
     with torch._functorch.config.patch(cse=False):
         fw, bw = min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor",
@@ -157,6 +158,10 @@ def make_aot_backend(ctx: CompileContext):
 
     def compile_fn(gm, example_inputs):
         _start_compile_workers(ctx.config)
+        ctx.input_count = len(example_inputs)
+        ctx.leaf_inputs = frozenset(i for i, t in enumerate(example_inputs)
+                                    if isinstance(t, torch.Tensor) and t.requires_grad
+                                    and t.is_leaf)
         rewrite_before_autograd(gm)  # gradients right, shapes static, every in-place op functional
         if ctx.config.simplify_attention_masks:
             ctx.rewrites.extend(simplify_attention_masks(gm, kept=ctx.notes))

@@ -16,7 +16,13 @@ before the backward (later in the graph, in a later graph after a break, or in e
   backward too: the partitioner keeps its choice there, and so model steps save what they
   saved before. Parameters and buffers keep the partitioner's choice: they are not
   written between a forward and its backward by a training loop, and recomputing from them
-  (a low-precision copy of a weight) is where the saving is.
+  (a low-precision copy of a weight) is where the saving is. So do the other leaves that
+  require grad (``w = torch.randn(..., requires_grad=True)``, a parameter in all but name):
+  autograd lets them be written only under ``no_grad``, as an optimizer does. Saving what
+  eager saves from such a leaf cost the cross-entropy bench case (its logits a leaf) a
+  second 8192x32000 bf16 tensor at its peak and 1 GB more traffic per call (2026-12-07). A later call
+  with a non-leaf in that place, written in place between its forward and backward, gets
+  autograd's "modified by an inplace operation" error, as under inductor, never a wrong value.
 """
 from __future__ import annotations
 
@@ -41,7 +47,8 @@ def _caller_fw_metadata():
     return None
 
 
-def keep_eagers_saved_values(joint: GraphModule, num_fwd_outputs) -> int:
+def keep_eagers_saved_values(joint: GraphModule, num_fwd_outputs, leaves=frozenset(),
+                             input_count=None) -> int:
     """Mark MUST_SAVE each forward value the backward reads that is computed (not only viewed)
     from a graph input that is not a parameter or buffer and that the backward does not read
     itself; the number marked. Measured on tiny GPT-2, BERT and ViT training steps (CPU,
@@ -56,6 +63,8 @@ def keep_eagers_saved_values(joint: GraphModule, num_fwd_outputs) -> int:
     static = set(getattr(meta, "static_input_indices", None) or [])
     primals = [n for n in joint.graph.nodes if n.op == "placeholder"
                and n.name.startswith("primals_")]
+    if input_count == len(primals):   # (the graph's inputs, as Dynamo handed them over)
+        static |= set(leaves)
     forward: set = set()
     stack = [a for a in joint.graph.output_node().args[0][:num_fwd_outputs]
              if isinstance(a, Node)]

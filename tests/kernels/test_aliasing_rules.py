@@ -5,6 +5,8 @@ overwrites, in-place view ops on inputs."""
 import pytest
 import torch
 
+import solder
+
 
 def _clone_then_write(x):
     y = x.clone()
@@ -180,6 +182,33 @@ def test_an_input_written_between_forward_and_backward_that_eager_did_not_save(f
         grads.append(leaf.grad.clone())
         torch._dynamo.reset()
     torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_a_leaf_that_requires_grad_is_recomputed_from_as_a_parameter_is():
+    # a leaf that requires grad is written only under no_grad (as an optimizer writes): the
+    # partitioner's choice stands, the backward recomputes the log-softmax from the logits
+    # (a second logits-sized tensor kept from the forward otherwise); a non-leaf input keeps
+    # eager's saved value
+    import torch.nn.functional as F
+    target = torch.randint(0, 16, (8,))
+
+    def saved(logits):
+        report = solder.explain(lambda t, y: F.cross_entropy(t, y), logits, target)
+        fw = [g for g in report.graphs if g.kind == "forward"][0]
+        (ret,) = [ln for ln in fw.fx_graph.splitlines() if ln.strip().startswith("return")]
+        return ret
+    leaf = torch.randn(8, 16, requires_grad=True)
+    assert "primals_1" in saved(leaf), saved(leaf)
+    assert "primals_1" not in saved(leaf.detach().clone().requires_grad_() * 1)
+    for non_leaf in (False, True):
+        grads = []
+        for f in (lambda t, y: F.cross_entropy(t, y),
+                  torch.compile(lambda t, y: F.cross_entropy(t, y), backend="solder")):
+            leaf.grad = None
+            f(leaf * 1 if non_leaf else leaf, target).backward()
+            grads.append(leaf.grad.clone())
+        torch.testing.assert_close(grads[1], grads[0])
+        torch._dynamo.reset()
 
 
 def _read_through_a_dtype_view_then_write_it(x):
