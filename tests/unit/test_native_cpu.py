@@ -444,6 +444,23 @@ def test_views_and_scatters_run_as_nested_loops_without_inner_divisions():
             assert "/ int64_t(" not in body and "% int64_t(" not in body, src
 
 
+def test_what_does_not_change_along_a_nested_row_is_computed_before_its_loop():
+    # an index_put of rows: the row's index, its wrap and bounds check and the target row are
+    # the same for every x1; computed once per x0, the x1 loop stores contiguously under one
+    # condition (they were computed per element, 1.11x inductor's time on the bench case)
+    def fn(a, idx, v):
+        return torch.index_put(a * 2 - 1, (idx,), v + 1)
+    a, v = torch.randn(64, 16), torch.randn(10, 16)
+    idx = torch.randperm(64)[:10] - 32        # negative indices wrap
+    out, report = _run(fn, a, idx, v)
+    _same(out, fn(a, idx, v))
+    (src,) = [k.source for k in report.graphs[0].kernels if "if (t" in k.source]
+    (body,) = _inner_loops(src)
+    before = src.split("for (int64_t x1 = 0;")[0]
+    assert re.search(r"int64_t t\d+ = ptr\d+\[x0\];", before), src     # the row's index
+    assert "x0]" not in body and "int64_t(0)" not in body, src
+
+
 def test_nested_loops_need_a_divisor_that_divides_the_loop():
     from solder.codegen.cpp import loop_nest
     from solder.ir.indexing import FloorDiv, ModIndex

@@ -197,15 +197,17 @@ class CppKernelGen:
                                    loop_nest.OUTER: "x0", loop_nest.INNER: "x1"})
 
     def along_row(self, v: E.Value) -> bool:
-        """Whether ``v`` changes with ``rindex``: it reads the row's index or a row's scratch
-        array, or a value under it does."""
+        """Whether ``v`` changes with ``rindex`` (with nested loops, ``x1``): it reads the
+        row's index or a row's scratch array, or a value under it does."""
         got = self._along_row.get(v)
         if got is None:
+            split = self.printer.split
             if v in self.scratch:
                 got = True
             elif v.op in ("load", "index", "rand"):
-                index = v.args[1] if v.op in ("load", "rand") else v.args[0]
-                got = RINDEX in sympy.sympify(index).free_symbols
+                index = sympy.sympify(v.args[1] if v.op in ("load", "rand") else v.args[0])
+                got = (loop_nest.INNER in split(index).free_symbols if split is not None
+                       else RINDEX in index.free_symbols)
             else:
                 got = False
             got = got or any(self.along_row(c) for c in v.children())
@@ -362,9 +364,16 @@ class CppKernelGen:
                 lines += em.lines + ["        }"]
             return lines + ["    }"]
         for lo, hi, outcomes in segs:
-            em = Emitter(self, " " * 12)
+            # what does not change along x1 (an index_put's row: its index, bounds check and
+            # address) is computed once per x0 before the vectorized loop, which then stores
+            # contiguously under one condition; a segment is never empty, so hoisted loads
+            # are loads the loop would make
+            pre = Emitter(self, " " * 8)
+            em = Emitter(self, " " * 12, parent=pre)
+            em.hoist = pre
             for p in k.prepared.values():
                 self._store(em, p, outcomes)
+            lines += pre.lines
             lines += [] if self.serial else ["        #pragma omp simd reduction(|:solder_err)"]
             lines += [f"        for (int64_t x1 = {lo}; x1 < {hi}; ++x1) {{",
                       f"            const int64_t xindex = {c} * x0 + x1;"]
