@@ -20,9 +20,10 @@ before the backward (later in the graph, in a later graph after a break, or in e
   require grad (``w = torch.randn(..., requires_grad=True)``, a parameter in all but name):
   autograd lets them be written only under ``no_grad``, as an optimizer does. Saving what
   eager saves from such a leaf cost the cross-entropy bench case (its logits a leaf) a
-  second 8192x32000 bf16 tensor at its peak and 1 GB more traffic per call (2026-12-07). A later call
-  with a non-leaf in that place, written in place between its forward and backward, gets
-  autograd's "modified by an inplace operation" error, as under inductor, never a wrong value.
+  second 8192x32000 bf16 tensor at its peak and 1 GB more traffic per call (2026-12-07). A
+  later call with a non-leaf in that place, written in place between its forward and
+  backward, gets autograd's "modified by an inplace operation" error, as under inductor,
+  never a wrong value.
 """
 from __future__ import annotations
 
