@@ -38,7 +38,7 @@ def linspace_as_on(kernel, start, end, steps, *, dtype=None, layout=None, device
         last = torch.scalar_tensor(end, dtype=dtype, device=device)
         if steps == 1:
             return first.expand(1).clone()
-        step = (last - first) / (steps - 1)
+        step = (last - first) / _count(steps - 1, dtype, device)
         low = first + step * i.to(dtype)
         high = last - step * (steps - 1 - i).to(dtype)
         return torch.where(i < steps // 2, low, high)
@@ -54,7 +54,7 @@ def linspace_as_on(kernel, start, end, steps, *, dtype=None, layout=None, device
     last = torch.scalar_tensor(end, dtype=dtype, device=device).to(step_dtype)
     if steps == 1:
         return first.expand(1).to(dtype).clone()
-    step = ((last - first) / (steps - 1)).to(torch.float64)
+    step = ((last - first) / _count(steps - 1, step_dtype, device)).to(torch.float64)
     first, last = first.to(torch.float64), last.to(torch.float64)
     low = _fma(step, i.to(torch.float64), first)
     high = _fma(-step, (steps - 1 - i).to(torch.float64), last)
@@ -62,6 +62,14 @@ def linspace_as_on(kernel, start, end, steps, *, dtype=None, layout=None, device
     if dtype.is_floating_point:
         return out.to(dtype)
     return out.to(step_dtype).trunc().to(dtype)
+
+
+def _count(n: int, dtype, device):
+    """``n`` as a tensor divisor: the kernels divide by it on the host, correctly rounded,
+    and a division by a Python number lowers on the GPU as ATen's CUDA kernel divides, by
+    multiplying with its reciprocal (1.75 / 15 and 1.75 * (1 / 15) differ in float32: every
+    element of a float32 ``linspace(-2.0, -0.25, 16)`` moved by the step's last bit)."""
+    return torch.scalar_tensor(n, dtype=dtype, device=device)
 
 
 def _fma(a, b, c):

@@ -228,3 +228,15 @@ def test_an_integer_linspace_as_cudas_kernel_computes_it():
         assert got.dtype == dtype and torch.equal(got, cuda.to(dtype))
         assert torch.equal(linspace_as_on("cpu", 1000, -1000, 301, dtype=dtype, device="cpu"),
                            cpu.to(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_linspaces_step_divides_by_a_tensor(dtype):
+    # ATen's kernels divide for the step on the host, correctly rounded; a division by a Python
+    # number lowers on CUDA as ATen's CUDA kernel divides, times its reciprocal, and every
+    # element of a float32 linspace(-2.0, -0.25, 16) moved by the step's last bit on an H100
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from solder.capture.ranges import linspace_as_on
+    g = make_fx(lambda: linspace_as_on("cuda", -2.0, -0.25, 16, dtype=dtype, device="cpu"))()
+    (div,) = [n for n in g.graph.nodes if n.op == "call_function" and "div" in str(n.target)]
+    assert all(isinstance(a, torch.fx.Node) for a in div.args), div.args
