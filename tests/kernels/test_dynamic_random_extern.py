@@ -197,7 +197,8 @@ def test_mm_padded_rows_is_the_product_without_its_pad(m, chunk):
 @pytest.mark.gpu
 def test_returned_lm_head_logits_peak_at_the_logits_and_one_block():
     # GPT-2-sized vocabulary (50257, rows of 100514 bytes): the call's peak above what was
-    # allocated before it is the logits and one eighth of them, not twice the logits
+    # allocated before it is the logits, one eighth of them and the zero-padded weight, not
+    # twice the logits
     x = torch.randn(4096, 768, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(50257, 768, device="cuda", dtype=torch.bfloat16)
     f = torch.compile(lambda x, w: (x @ w.t()).view(8, 512, 50257), backend="solder")
@@ -212,7 +213,9 @@ def test_returned_lm_head_logits_peak_at_the_logits_and_one_block():
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - before
     assert out.stride() == (512 * 50257, 50257, 1)
-    assert peak <= logits * 1.15 + (4 << 20), (peak, logits)
+    padded_weight = 768 * 50264 * 2
+    assert peak <= logits * 9 // 8 + padded_weight + (4 << 20), (peak, logits)
+    assert peak < 2 * logits
 
 
 def _draw(fn, *args):
