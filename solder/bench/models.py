@@ -186,6 +186,54 @@ def vit_train(device, quick):
     return Workload(loss, (x, labels), grad_leaves=params, tolerance=MODEL_TOLERANCE)
 
 
+def resnet18(device, quick):
+    # transformers' ResNet with ResNet-18's layout (basic blocks, 2-2-2-2): torchvision's
+    # wheels do not import beside a CPU-only torch, and this case runs on both
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    if quick or device.type == "cpu":
+        config = ResNetConfig(embedding_size=16, hidden_sizes=[16, 32, 64, 128],
+                              depths=[2, 2, 2, 2], layer_type="basic")
+        batch, side = 2, 64
+    else:
+        config = ResNetConfig(embedding_size=64, hidden_sizes=[64, 128, 256, 512],
+                              depths=[2, 2, 2, 2], layer_type="basic")
+        batch, side = 64, 224
+    dtype = torch.float16 if device.type == "cuda" else torch.float32
+    torch.manual_seed(0)
+    model = ResNetForImageClassification(config).to(device)
+    x = torch.randn(batch, 3, side, side, device=device)
+    _calibrate_batchnorm(model, x)
+    model = model.to(dtype=dtype, memory_format=torch.channels_last).eval()
+    x = x.to(dtype=dtype).contiguous(memory_format=torch.channels_last)
+
+    def forward(x):
+        return model(pixel_values=x).logits
+
+    return Workload(forward, (x,), tolerance=MODEL_TOLERANCE)
+
+
+def bert(device, quick):
+    from transformers import BertConfig, BertModel
+
+    if quick or device.type == "cpu":
+        # BERT-tiny: 2 layers, 128 wide, 2 heads
+        config = BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=512)
+        batch, seq, dtype = 2, 128, torch.float32
+    else:
+        config = BertConfig()  # bert-base
+        batch, seq, dtype = 8, 512, torch.bfloat16
+    torch.manual_seed(0)
+    model = BertModel(config).to(device=device, dtype=dtype).eval()
+    ids = torch.randint(0, config.vocab_size, (batch, seq), device=device)
+
+    def forward(ids):
+        return model(input_ids=ids).last_hidden_state
+
+    return Workload(forward, (ids,), tolerance=MODEL_TOLERANCE)
+
+
 def _calibrate_batchnorm(model: torch.nn.Module, x: torch.Tensor) -> None:
     # Random weights with the default running statistics (mean 0, var 1) let activations grow
     # block after block, towards fp16 overflow. One forward pass in train mode with a cumulative
@@ -216,4 +264,8 @@ MODEL_CASES = [
          "autocast (dropout off), batch 16", vit_train, needs=("transformers",)),
     Case("convnext", "transformers ConvNextForImageClassification tiny, fp16 channels_last "
          "inference, batch 64", convnext, needs=("transformers",)),
+    Case("resnet18", "transformers ResNetForImageClassification, ResNet-18's layout, fp16 "
+         "channels_last inference, batch 64", resnet18, needs=("transformers",)),
+    Case("bert", "transformers BertModel base, bf16 inference, batch 8x512", bert,
+         needs=("transformers",)),
 ]

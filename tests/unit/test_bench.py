@@ -241,3 +241,16 @@ def test_a_dyn_backend_compiles_one_graph_for_every_size():
         x = torch.randn(n)
         torch.testing.assert_close(f(x), (x * 2).sin())
     assert sum(len(ctx.graphs) for ctx in reports) == 1
+
+
+@pytest.mark.parametrize("name", ["resnet18", "bert"])
+def test_the_small_cpu_model_cases_build_and_run(name):
+    # the CPU bench's ResNet-18 (transformers' ResNet: torchvision does not import beside a
+    # CPU-only torch) and BERT-tiny forward cases
+    pytest.importorskip("transformers")
+    from solder.bench.models import MODEL_CASES
+    (case,) = [c for c in MODEL_CASES if c.name == name]
+    work = case.build(torch.device("cpu"), True)
+    with torch.no_grad():
+        out = work.fn(*work.inputs)
+    assert out.shape[0] == 2 and torch.isfinite(out).all()
