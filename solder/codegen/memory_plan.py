@@ -127,24 +127,32 @@ def plan_reuse(graph, steps, last_use: dict, keep: set, in_place: bool = True) -
 
 
 def _in_place_donor(k: Kernel, buf, dying, donatable: set, never: set, by_name):
-    """A buffer dying at pointwise kernel ``k`` that ``k`` reads only at the element it writes
-    into ``buf`` (same layout, no gather), so that ``buf`` may be written over it; else None.
-    Pointwise only: a kernel over rows may read a row again after writing part of it."""
+    """A buffer dying at pointwise kernel ``k`` that only ``buf``'s own value reads, and only
+    at the element it writes (same layout, no gather), so that ``buf`` may be written over it;
+    else None. Only ``buf``'s value: another result of the kernel that reads it could load it
+    after ``buf``'s store (fuzz seeds 721294, 721781, 722001: a bool read after an index
+    check's flag was stored over it). Pointwise only: a kernel over rows may read a row again
+    after writing part of it."""
     p = k.prepared.get(buf.name)
     if k.rnumel != 1 or p is None or p.store_binds or getattr(buf, "scatter", None) is not None \
             or buf.layout is None or buf.name in never:
         return None
-    loads = [ld for q in k.prepared.values()
-             for v in (q.value, q.store_mask, *(b for _, b in q.store_binds)) if v is not None
-             for ld in E.loads_of(v)]
+
+    def loads(q):
+        return [ld for v in (q.value, q.store_mask, *(b for _, b in q.store_binds))
+                if v is not None for ld in E.loads_of(v)]
+    own = loads(p)
+    others = {ld.args[0] for name, q in k.prepared.items()
+              if name != buf.name and name in k.stores for ld in loads(q)}
     for d in dying:
         donor = by_name.get(d)
-        if d not in donatable or d in never or donor is None or donor.layout is None:
+        if d not in donatable or d in never or d in others or donor is None \
+                or donor.layout is None:
             continue
         if _key(donor.layout) != _key(buf.layout) or not _same_layout(donor.layout, buf.layout) \
                 or sympy.expand(sympy.sympify(donor.layout.offset) - buf.layout.offset) != 0:
             continue
-        reads = [ld for ld in loads if ld.args[0] == d]
+        reads = [ld for ld in own if ld.args[0] == d]
         if reads and all(not ld.args[3] and equal(ld.args[1], p.store_index) for ld in reads):
             return d
     return None

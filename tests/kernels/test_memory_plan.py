@@ -180,3 +180,19 @@ def test_a_buffer_read_at_other_elements_or_later_is_not_written_over():
     for f in (flipped, read_later):
         check(f, *args)
         assert "written in place" not in _wrapper(f, *args)
+
+
+def test_a_buffer_another_result_of_the_kernel_reads_is_not_written_over():
+    # fuzz seed 721294: one kernel stored an index check's flag over a dying bool and then
+    # read that bool for the program's output; only a result whose own value reads the dying
+    # buffer may take its storage
+    def fn(a0, a1):
+        a0.reshape(-1).index_add_(0, torch.tensor([0], device=a0.device),
+                                  torch.linspace(0.25, 3.0, 1, device=a0.device))
+        return a1.all()
+    for row in ([-3, 4], [0, 4]):
+        a1 = torch.tensor([row], dtype=torch.int32)
+        a0, b0 = torch.full((1, 1, 1), 0.5), torch.full((1, 1, 1), 0.5)
+        got = torch.compile(fn, backend="solder")(a0, a1)
+        assert got.item() == fn(b0, a1).item() and torch.equal(a0, b0)
+        torch._dynamo.reset()
