@@ -424,7 +424,11 @@ class GraphLowering:
     def _output(self, node):
         (results,) = node.args
         metas = [r.meta.get("val") if isinstance(r, fx.Node) else r for r in results]
+        done: dict = {}   # a node returned twice is one value (the wrapper returns one tensor)
         for r, meta in zip(results, metas):
+            if isinstance(r, fx.Node) and r in done:
+                self.outputs.append(done[r])
+                continue
             v = self.env[r] if isinstance(r, fx.Node) else r
             if isinstance(v, TensorValue):
                 # a value not yet stored is named after the ops that computed it
@@ -434,6 +438,8 @@ class GraphLowering:
                 self.current_origins = [op_name(r.target)] if called else []
                 self.current_source = source_of(r) if called else []
                 v = self._realize_output(v, meta)
+            if isinstance(r, fx.Node):
+                done[r] = v
             self.outputs.append(v)
 
     def _realize_output(self, v: TensorValue, meta) -> Stored:

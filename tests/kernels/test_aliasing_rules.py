@@ -464,3 +464,25 @@ def test_a_view_of_an_output_without_grad_is_its_view_after_a_training_graph(dty
     torch.testing.assert_close(out, ref)
     out[0].sum().backward()
     torch.testing.assert_close(w.grad, 4 * w.detach())
+
+
+def test_a_value_returned_twice_is_one_tensor_for_the_next_graph():
+    # fuzz seed 730308: a graph returned one view twice (``v1`` and ``v1.contiguous()``, the
+    # stack at a graph break) as two tensors on one storage that were not views of each other;
+    # the next graph writes one of them, and AOTAutograd refused the two inputs (there an
+    # as_strided_scatter read ``s``, whose eager backward is wrong: s * 2 + 1 here)
+    def fn(a0, a1):
+        v1 = a0.repeat(1)
+        s = v1.contiguous()
+        torch._dynamo.graph_break()
+        v2 = s * 2 + 1
+        v1.reshape(-1).add_(a1)
+        return v2 * 2, v1 * 3
+    grads = []
+    for f in (fn, torch.compile(fn, backend="solder")):
+        a0 = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        a1 = torch.tensor([0.25], requires_grad=True)
+        outs = f(a0, a1)
+        sum(o.sum() for o in outs).backward()
+        grads.append([o.detach() for o in outs] + [a0.grad, a1.grad])
+    torch.testing.assert_close(grads[1], grads[0])
