@@ -114,21 +114,32 @@ def test_convolution_bias_is_added_in_the_consumer_kernel():
           rtol=1e-4, atol=1e-4)
 
 
+PAD_ALWAYS = {"pad_mm_min_elements": 1}
+
+
+def _padded(f, *args, exact=True):
+    """``f`` compiled with every unaligned matmul padded: its outputs against eager's (values
+    to the bit where ``exact``, and strides), and its explain report."""
+    out = torch.compile(f, backend="solder", options=PAD_ALWAYS)(*args)
+    ref = f(*args)
+    if exact:
+        assert_same(out, ref)
+    else:
+        torch.testing.assert_close(out, ref)
+    for o, r in zip(*((out, ref) if isinstance(ref, tuple) else ((out,), (ref,)))):
+        assert o.stride() == r.stride()
+    return solder.explain(f, *args, options=PAD_ALWAYS)
+
+
 def test_padded_matmul_keeps_eager_values_through_views():
     # rows of 13 floats are not 16-byte aligned, so the product is computed into 16-wide rows;
     # the views after it (eager's strides) must still read the right values
     def f(x, w):
         logits = (x.view(10, 8) @ w).view(2, 5, 13)
         return logits, logits[:, 1:, 3:].float() * 2, logits.transpose(0, 1).sum(-1)
-    x, w = torch.randn(2, 5, 8), torch.randn(8, 13)
-    ref = f(x, w)
-    options = {"pad_mm_min_elements": 1}
-    out = torch.compile(f, backend="solder", options=options)(x, w)
-    assert_same(out, ref)
-    report = solder.explain(f, x, w, options=options)
+    report = _padded(f, torch.randn(2, 5, 8), torch.randn(8, 13))
     assert "(10, 16)" in report.graphs[0].wrapper, report.graphs[0].wrapper   # it was padded
     assert not report.fallbacks
-    assert out[0].stride() == ref[0].stride()
 
 
 def test_an_lm_head_pads_the_weight_rows_as_they_are_stored():
@@ -137,13 +148,7 @@ def test_an_lm_head_pads_the_weight_rows_as_they_are_stored():
     # the product reads its transpose, rather than a transposing copy of w
     def f(x, w):
         return (x @ w.t()).view(2, 5, 13)
-    x, w = torch.randn(10, 8), torch.randn(13, 8)
-    options = {"pad_mm_min_elements": 1}
-    out = torch.compile(f, backend="solder", options=options)(x, w)
-    ref = f(x, w)
-    assert_same(out, ref)
-    assert out.stride() == ref.stride()
-    report = solder.explain(f, x, w, options=options)
+    report = _padded(f, torch.randn(10, 8), torch.randn(13, 8))
     wrapper = report.graphs[0].wrapper
     # w padded to 16 rows in its own order: the padded b is [8, 16] column-major
     assert "empty_strided((8, 16), (1, 8)" in wrapper, wrapper
@@ -158,13 +163,7 @@ def test_a_padded_product_that_only_leaves_the_graph_runs_in_blocks_of_rows():
     # product runs in blocks of rows into one scratch block, each copied into the result
     def f(x, w):
         return (x @ w.t()).view(4, 5, 13)
-    x, w = torch.randn(20, 8), torch.randn(13, 8)
-    options = {"pad_mm_min_elements": 1}
-    out = torch.compile(f, backend="solder", options=options)(x, w)
-    ref = f(x, w)
-    torch.testing.assert_close(out, ref)
-    assert out.stride() == ref.stride()
-    wrapper = solder.explain(f, x, w, options=options).graphs[0].wrapper
+    wrapper = _padded(f, torch.randn(20, 8), torch.randn(13, 8), exact=False).graphs[0].wrapper
     assert "(20, 16)" not in wrapper, wrapper        # no whole padded product
     assert "OPS[0](arg1, buf0, 13, 3)" in wrapper, wrapper   # 20 rows in blocks of 3
 
@@ -174,11 +173,7 @@ def test_a_padded_product_read_again_is_computed_whole():
     def f(x, w):
         logits = x @ w.t()
         return logits, logits.softmax(-1)
-    x, w = torch.randn(20, 8), torch.randn(13, 8)
-    options = {"pad_mm_min_elements": 1}
-    out = torch.compile(f, backend="solder", options=options)(x, w)
-    assert_same(out, f(x, w))
-    wrapper = solder.explain(f, x, w, options=options).graphs[0].wrapper
+    wrapper = _padded(f, torch.randn(20, 8), torch.randn(13, 8)).graphs[0].wrapper
     assert "(20, 16)" in wrapper, wrapper
 
 
