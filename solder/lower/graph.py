@@ -65,7 +65,10 @@ class GraphLowering:
         self.host_scalars: dict[sympy.Symbol, sympy.Expr] = {}
         self.current_origins: list[str] = []
         self.current_source: list[str] = []
-        self._realized: dict[int, Stored] = {}
+        # id(value) -> (value, its buffer): the value is held, so that its id is not reused by a
+        # later value while the entry stands (a realized view, not held by its buffer, was freed
+        # and a new value at its address got its buffer)
+        self._realized: dict[int, tuple[TensorValue, Stored]] = {}
         self._counter = 0
         # the accelerator the graph runs on; CPU tensors in such a graph (ATen makes 0-d CPU
         # scalars for `x[i] = 1.0` on a GPU tensor; index tensors may stay on the CPU) are
@@ -109,7 +112,7 @@ class GraphLowering:
             return t
         cached = self._realized.get(id(t))
         if cached is not None:
-            return cached
+            return cached[1]
         if isinstance(t, Virtual):
             out = self.compute(t.size, t.dtype, t.device, t.load, stride or t.stride,
                                *self.provenance(t))
@@ -130,7 +133,7 @@ class GraphLowering:
                                    *self.provenance(base))
         else:
             raise TypeError(t)
-        self._realized[id(t)] = out
+        self._realized[id(t)] = (t, out)
         return out
 
     def provenance(self, t: TensorValue) -> tuple[list, list]:
@@ -472,7 +475,8 @@ class GraphLowering:
                 buf = ComputedBuffer(self.new_name(), layout, origins=origins, source=source,
                                      body=Pointwise(list(v.size), v.load))
                 self.add_buffer(buf)
-                out = self._realized[id(v)] = Stored(buf.name, layout)
+                out = Stored(buf.name, layout)
+                self._realized[id(v)] = (v, out)
                 return out
             return self.realize(v, stride=meta_stride)
         meta_stride = tuple(sym_list(meta.stride()))
