@@ -42,6 +42,30 @@ def _lowered(a, env: dict):
     return a
 
 
+def _stored_if_realized(a, v, realized: dict):
+    """A value an earlier op stored (a library call's operand) as its buffer, for every later
+    op: ResNet's pooled stem, stored for the next convolution, was computed again (nine
+    window reads, each with its batch norm) by the residual add that reads it. Only a computed
+    value (not a view: its offset is its base's) whose buffer has its own layout, eager's
+    strides and offset, which views of it index through; and only one that reads more than one
+    element to compute each of its own (a cast or a scale of one tensor costs a read either way,
+    and computed again it keeps no buffer alive: ``x.float()`` stored for a matmul stays two
+    bytes a read where ``x`` is bfloat16)."""
+    if not isinstance(v, Virtual) or not isinstance(a, fx.Node):
+        return v
+    got = realized.get(id(v))
+    meta = a.meta.get("val")
+    if got is None or not isinstance(meta, torch.Tensor) or meta.storage_offset() != 0:
+        return v
+    stored = got[1]
+    if sympy.sympify(stored.layout.offset) != 0 or not all(
+            n == 1 or sympy.expand(x - y) == 0
+            for n, x, y in zip(v.size, stored.layout.stride, v.stride)):
+        return v
+    idx = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True) for k in range(len(v.size))]
+    return stored if len(E.loads_of(v.load(idx))) > 1 else v
+
+
 class GraphLowering:
     def __init__(self, gm: fx.GraphModule, kind: str, config: Config, graph_name: str,
                  target: Target):
@@ -246,9 +270,12 @@ class GraphLowering:
     def _args(self, node):
         # (not a closure that calls itself: that is a reference cycle, and it held the whole
         # lowered graph until Python's cycle collector ran)
-        env = self.env
-        return (map_nested(node.args, lambda a: _lowered(a, env)),
-                {k: map_nested(v, lambda a: _lowered(a, env)) for k, v in node.kwargs.items()})
+        env, realized = self.env, self._realized
+
+        def lowered(a):
+            return _stored_if_realized(a, _lowered(a, env), realized)
+        return (map_nested(node.args, lowered),
+                {k: map_nested(v, lowered) for k, v in node.kwargs.items()})
 
     def _call(self, node):
         val = node.meta.get("val")

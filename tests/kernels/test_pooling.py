@@ -172,3 +172,17 @@ def test_adaptive_max_pool_with_uneven_windows(fn, in_size, out_size):
     check(lambda t: fn(t, out_size), xg, grad=True)
     r = solder.explain(lambda t: fn(t, out_size).sum(), xg)
     assert not r.fallbacks, [(str(f.op), f.reason) for f in r.fallbacks]
+
+
+def test_a_pool_stored_for_a_convolution_is_read_not_computed_again():
+    # ResNet's stem: the pooled value is stored for the next convolution, and the residual add
+    # reads that buffer; computing the pool again (nine window reads, each with the norm and
+    # the ReLU) cost the native target 0.1 ms a call of ResNet-18's 2.3 ms
+    w = torch.randn(3, 3, 3, 3)
+
+    def fn(x):
+        p = F.max_pool2d(torch.relu(x * 2 + 1), 3, 2, 1)
+        return F.conv2d(p, w, padding=1) + p
+    report = check(fn, _input(), kernels=2)
+    pooled = [k for k in report.graphs[0].kernels if "aten.max_pool2d_with_indices" in k.ops]
+    assert len(pooled) == 1, [k.ops for k in report.graphs[0].kernels]
