@@ -6,7 +6,7 @@ import sympy
 # sizes of symbolic shapes arrive with PyTorch's own sympy functions (Mod, FloorDiv, ...)
 import torch.utils._sympy.functions as _torch_sympy
 
-from ..ir.indexing import FloorDiv, Memo, ModIndex
+from ..ir.indexing import FloorDiv, Memo, ModIndex, bounds
 
 _SORT_KEYS = Memo()   # sympy's str of an index term: the order terms print in, by term
 
@@ -14,6 +14,22 @@ _SORT_KEYS = Memo()   # sympy's str of an index term: the order terms print in, 
 def _sort_key(term) -> str:
     # str() of a sympy expression is slow, and a model's layers print the same terms again
     return _SORT_KEYS.get(term, lambda: str(term))
+
+
+def _lift(a, b) -> int:
+    """The smallest k with ``a + k*b`` never negative, where ``a``'s lower bound is a negative
+    number and ``b`` a positive one; else 0. A view's position read through a larger base
+    (``VirtualView``, a cat's or a circular pad's pieces) is negative in the lanes its mask
+    drops (``(rindex - 18) // 42``): the generated ``//`` and ``%`` truncate there where the IR
+    means a floor, and Triton's compiler, which reasons about divisions of index ranges to
+    vectorize loads, got a wrong sum from such a kernel on an H100 (fuzz seed 780169) that
+    Triton's interpreter computed right."""
+    if not (getattr(b, "is_Integer", False) and int(b) > 0):
+        return 0
+    lo = bounds(a, {})[0]
+    if lo is None or not getattr(lo, "is_Integer", False) or int(lo) >= 0:
+        return 0
+    return -(int(lo) // int(b))
 
 
 class Printer:
@@ -41,10 +57,15 @@ class Printer:
             return self.integer(int(e))
         if e.is_Symbol:
             return self.names.get(e, str(e))
-        if isinstance(e, FloorDiv):
-            return f"({self(e.args[0])} {self.DIV} {self(e.args[1])})"
-        if isinstance(e, ModIndex):
-            return f"({self(e.args[0])} % {self(e.args[1])})"
+        if isinstance(e, (FloorDiv, ModIndex)):
+            a, b = e.args
+            k = _lift(a, b)
+            if k:   # a + k*b is never negative: the division is the same under floor and trunc
+                a = a + k * b
+            if isinstance(e, ModIndex):
+                return f"({self(a)} % {self(b)})"
+            text = f"({self(a)} {self.DIV} {self(b)})"
+            return f"({text} - {self.integer(k)})" if k else text
         if isinstance(e, (sympy.Mod, _torch_sympy.Mod, _torch_sympy.PythonMod)):
             # sympy's Mod (in sizes of symbolic shapes, e.g. padded head dims) takes the divisor's
             # sign; the generated % truncates, so a possibly negative dividend needs the long form
