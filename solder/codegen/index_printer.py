@@ -33,8 +33,10 @@ def _lift(a, b) -> int:
 
 
 class Printer:
-    """Triton's (and Python's) spelling; index arithmetic keeps its divisions' operands
-    non-negative, so a truncating division is a floor division."""
+    """Triton's (and Python's) spelling. The IR's divisions are floors of non-negative operands;
+    a dividend that can be negative (a view's position in lanes its mask drops) is printed
+    lifted by a multiple of the divisor (``_lift``), so every printed division, truncating in
+    the generated code, sees a non-negative dividend."""
     DIV = "//"
     MAX, MIN = "tl.maximum", "tl.minimum"
 
