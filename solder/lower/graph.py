@@ -55,7 +55,8 @@ def _stored_if_realized(a, v, realized: dict):
         return v
     got = realized.get(id(v))
     meta = a.meta.get("val")
-    if got is None or not isinstance(meta, torch.Tensor) or meta.storage_offset() != 0:
+    # (sym: a symbolic offset is compared as an expression, not evaluated into a guard)
+    if got is None or not isinstance(meta, torch.Tensor) or sym(meta.storage_offset()) != 0:
         return v
     stored = got[1]
     if sympy.sympify(stored.layout.offset) != 0 or not all(
