@@ -42,6 +42,11 @@ def _lowered(a, env: dict):
     return a
 
 
+def _strides_agree(size, stride, other) -> bool:
+    """Whether two layouts of ``size`` step alike in every dim of more than one element."""
+    return all(n == 1 or sympy.expand(a - b) == 0 for n, a, b in zip(size, stride, other))
+
+
 def _stored_if_realized(a, v, realized: dict):
     """A value an earlier op stored (a library call's operand) as its buffer, for every later
     op: ResNet's pooled stem, stored for the next convolution, was computed again (nine
@@ -59,9 +64,8 @@ def _stored_if_realized(a, v, realized: dict):
     if got is None or not isinstance(meta, torch.Tensor) or sym(meta.storage_offset()) != 0:
         return v
     stored = got[1]
-    if sympy.sympify(stored.layout.offset) != 0 or not all(
-            n == 1 or sympy.expand(x - y) == 0
-            for n, x, y in zip(v.size, stored.layout.stride, v.stride)):
+    if sympy.sympify(stored.layout.offset) != 0 or not _strides_agree(
+            v.size, stored.layout.stride, v.stride):
         return v
     idx = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True) for k in range(len(v.size))]
     return stored if len(E.loads_of(v.load(idx))) > 1 else v
@@ -148,8 +152,7 @@ class GraphLowering:
                 # a permutation/reshape/expand of the whole value: store it once, view it,
                 # where the stored base has eager's layout (the view's strides address that)
                 b = self.realize(base)
-                if not all(n == 1 or sympy.expand(a - c) == 0
-                           for n, a, c in zip(base.size, b.layout.stride, base.stride)):
+                if not _strides_agree(base.size, b.layout.stride, base.stride):
                     b = None
             if b is not None:
                 out = b.view(t.size, t.stride, t.offset)
@@ -487,8 +490,7 @@ class GraphLowering:
         meta_stride = sym_list(meta.stride())
         if isinstance(v, VirtualView):
             base = self.realize(v.base)
-            if all(n == 1 or sympy.expand(a - b) == 0
-                   for n, a, b in zip(v.base.size, base.layout.stride, v.base.stride)):
+            if _strides_agree(v.base.size, base.layout.stride, v.base.stride):
                 return base.view(v.size, v.stride, v.offset)
             # stored in another layout than eager's (gaps or overlap): the view's strides do
             # not address it; store the view itself
