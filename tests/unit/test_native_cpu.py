@@ -349,6 +349,30 @@ def test_vectorized_integer_max_and_min_reach_the_extremes(dtype):
     assert "reduction(max:" in src and "reduction(min:" in src, src
 
 
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32, torch.int64])
+def test_any_and_all_rows_vectorize_as_bytes_and_match(dtype):
+    # a uint8_t accumulator under | and & (GCC vectorizes those, not || and && on a bool):
+    # rows all true, all false, one exception first or last, NaN (true, as eager counts it)
+    x = torch.ones(6, 300, dtype=dtype)
+    x[1] = 0
+    x[2, 0] = 0
+    x[3, 299] = 0
+    x[4, 150:] = 0
+    if dtype.is_floating_point:
+        x[5, 7] = float("nan")
+    idx = torch.randint(-300, 300, (2000,))   # its range check is an all over the indices
+    fn = lambda x, i: (x.all(-1), x.any(-1), (x != 0).all(0), torch.all(x), torch.any(x[1]),  # noqa: E731
+                       x[:, i])
+    out, report = _run(fn, x, idx)
+    _same(out, fn(x, idx))
+    src = "\n".join(k.source for g in report.graphs for k in g.kernels)
+    assert "reduction(&:" in src and "&= uint8_t(" in src and "reduction(|:t" in src, src
+    assert "reduction(&&:" not in src and "reduction(||:" not in src
+    idx[1000] = 300
+    with pytest.raises(RuntimeError, match="index out of range"):
+        torch.compile(fn, backend="solder", options=OPTIONS)(x, idx)
+
+
 def test_what_does_not_change_along_a_row_is_computed_once_before_its_loop():
     # a layer norm of an embedding plus a residual (GPT-2's first block): the row's token id,
     # its bounds check and the row's first element (the shifted variance) are read once per

@@ -155,9 +155,11 @@ def _cast(x: str, src: torch.dtype, dst: torch.dtype) -> str:
     return f"{reg_type(dst)}({x})"
 
 
-IDENTITY = {"sum": "0", "prod": "1", "any": "false", "all": "true"}
-# reductions a vectorized row loop can do, by their OpenMP reduction identifier
-SIMD_REDUCTIONS = {"sum": "+", "prod": "*", "any": "||", "all": "&&", "max": "solder_max",
+IDENTITY = {"sum": "0", "prod": "1", "any": "0", "all": "1"}
+# reductions a vectorized row loop can do, by their OpenMP reduction identifier; any and all
+# accumulate a uint8_t with | and & (GCC 12 vectorizes those, not || and && on a bool: an index
+# check's row of 16384 int64 went 14 -> 3 us)
+SIMD_REDUCTIONS = {"sum": "+", "prod": "*", "any": "|", "all": "&", "max": "solder_max",
                    "min": "solder_min"}
 # a max or min in a vectorized row: each lane a plain max (one instruction, nothing but the
 # accumulator on the loop-carried chain) and, for floats, a NaN flag beside it, NaN the result
@@ -445,7 +447,7 @@ class CppKernelGen:
             acc = self.new_tmp()
             # float sums accumulate in double (eager's CPU sums are cascaded: as accurate)
             acc_t = "double" if rt in ("sum", "prod") and dt == torch.float32 else \
-                ("bool" if rt in ("any", "all") else reg_type(dt))
+                ("uint8_t" if rt in ("any", "all") else reg_type(dt))
             init = _identity(rt, dt)
             top.line(f"{acc_t} {acc} = {init};")
             accs[p.buffer.name] = [acc, acc_t]
@@ -511,9 +513,9 @@ class CppKernelGen:
                 elif rt == "prod":
                     inner.line(f"{acc[0]} *= {v};")
                 elif rt == "any":
-                    inner.line(f"{acc[0]} = {acc[0]} || ({v} != 0);")
+                    inner.line(f"{acc[0]} |= uint8_t({v} != 0);")
                 elif rt == "all":
-                    inner.line(f"{acc[0]} = {acc[0]} && ({v} != 0);")
+                    inner.line(f"{acc[0]} &= uint8_t({v} != 0);")
                 elif p.buffer.name in plain:
                     op = PLAIN_SIMD_MINMAX[rt][1]
                     inner.line(f"{acc[0]} = {v} {op} {acc[0]} ? {v} : {acc[0]};")
