@@ -139,6 +139,36 @@ def test_integer_division_is_pythons_and_zero_raises_as_eager():
         compiled(a, torch.zeros_like(b))
 
 
+def _simd_pragmas(src: str) -> list[str]:
+    return [line.strip() for line in src.splitlines() if "#pragma omp" in line]
+
+
+def test_the_error_flag_is_reduced_only_in_loops_that_can_raise():
+    # an index_put's row loop and a sum's row loop without integer division carry no
+    # reduction of the flag (a private copy per lane per row: 20% of a scatter's loop); the
+    # same loops with a floor division keep it and raise eager's ZeroDivisionError
+    x, v = torch.randn(64, 64), torch.randn(16, 64)
+    idx = torch.randperm(64)[:16]
+    fn = lambda x, i, v: (torch.index_put(x * 2, (i,), v + 1), x.sum(-1))  # noqa: E731
+    out, report = _run(fn, x, idx, v)
+    _same(out, fn(x, idx, v))
+    pragmas = [p for g in report.graphs for k in g.kernels for p in _simd_pragmas(k.source)]
+    assert pragmas and not any("solder_err" in p for p in pragmas), pragmas
+
+    a, b = torch.randint(-50, 50, (64, 64)), torch.randint(1, 9, (16, 64))
+    fn = lambda a, i, b: (torch.index_put(a * 2, (i,), b // (a[:16] % 7 + 1)),  # noqa: E731
+                          (a // b.repeat(4, 1)).sum(-1))
+    b[3, 5] = 0
+    src = "\n".join(k.source for g in _run(fn, a, idx, b.clamp(min=1))[1].graphs
+                    for k in g.kernels)
+    # (the index check's all-reduction divides nothing)
+    inner = [p for p in _simd_pragmas(src) if p.startswith("#pragma omp simd")
+             and "reduction(&:" not in p]
+    assert len(inner) == 2 and all("reduction(|:solder_err)" in p for p in inner), inner
+    with pytest.raises(ZeroDivisionError):
+        torch.compile(fn, backend="solder", options=OPTIONS)(a, idx, b)
+
+
 @pytest.mark.parametrize("through", ["native_call", "ctypes"])
 def test_kernels_are_called_through_one_c_entry_or_ctypes(monkeypatch, through, tmp_path):
     # native_call.py: functools.partial(call, address) per kernel, tensors read as their data

@@ -20,6 +20,7 @@ import sympy
 
 from ...ir import expr as E
 from ...schedule.prepare import RINDEX, XINDEX
+from .scalar_ops import err_clause
 
 BLOCK = 64   # columns per block: 64 double accumulators, half a kilobyte
 
@@ -83,14 +84,14 @@ def body(gen, stages, emitter, reg_dtype, reg_type) -> list[str]:
         acc_t = "double" if reg.is_floating_point else reg_type(reg)
         accs[p.buffer.name] = (f"acc{len(accs)}", acc_t)
         lines.append(f"        {acc_t} acc{len(accs) - 1}[{BLOCK}] = {{}};")
-    lines += ["        for (int64_t rindex = 0; rindex < rnumel; ++rindex) {",
-              "            #pragma omp simd reduction(|:solder_err)",
-              "            for (int64_t xi = 0; xi < xn; ++xi) {",
-              "                const int64_t xindex = xblock + xi;"]
     inner = emitter(gen, " " * 16)
     for p in reds:
         name, acc_t = accs[p.buffer.name]
         inner.line(f"{name}[xi] += {acc_t}({inner.value(p.value)});")
+    lines += ["        for (int64_t rindex = 0; rindex < rnumel; ++rindex) {",
+              "            #pragma omp simd" + err_clause(inner.lines),
+              "            for (int64_t xi = 0; xi < xn; ++xi) {",
+              "                const int64_t xindex = xblock + xi;"]
     lines += inner.lines + ["            }", "        }"]
     lines += ["        for (int64_t xi = 0; xi < xn; ++xi) {",
               "            const int64_t xindex = xblock + xi;"]

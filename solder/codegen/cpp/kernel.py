@@ -27,6 +27,7 @@ from ..generated import KernelSource
 from ..index_printer import Printer
 from ..stages import member_stages
 from . import arm_loads, columns, loop_nest, row_scratch, scalar_ops
+from .scalar_ops import err_clause
 
 
 C_TYPE = {
@@ -320,8 +321,8 @@ class CppKernelGen:
         # applies to the simd loop too (OpenMP 5.0), and a small kernel, run on one thread,
         # lost its vectorization with it (10x slower on 8192 elements, GCC 12)
         omp = [] if self.serial else [
-            f"    #pragma omp parallel for{simd if split is None or split.unrolled else ''} "
-            f"reduction(|:solder_err) if(parallel: {work} >= {PARALLEL_MIN_WORK})"]
+            f"    #pragma omp parallel for{simd if split is None or split.unrolled else ''}"
+            f"{err_clause(body)} if(parallel: {work} >= {PARALLEL_MIN_WORK})"]
         if self.columns:
             doc += [f"// columns inside: {columns.BLOCK} columns' sums at a time, the rows "
                     "outside (a strided reduction read contiguously)"]
@@ -376,7 +377,7 @@ class CppKernelGen:
             for p in k.prepared.values():
                 self._store(em, p, outcomes)
             lines += pre.lines
-            lines += [] if self.serial else ["        #pragma omp simd reduction(|:solder_err)"]
+            lines += [] if self.serial else ["        #pragma omp simd" + err_clause(em.lines)]
             lines += [f"        for (int64_t x1 = {lo}; x1 < {hi}; ++x1) {{",
                       f"            const int64_t xindex = {c} * x0 + x1;"]
             lines += em.lines + ["        }"]
@@ -497,6 +498,7 @@ class CppKernelGen:
                     for p in reds)
                 clauses += "".join(f" reduction(|:{flag})" for flag in nan_flags.values())
                 loop.line("#pragma omp simd" + clauses)
+            pragma = len(loop.lines) - 1 if simd else None
             lo, hi = ("r0", "r1") if parts else ("0", "rnumel")
             loop.line(f"for (int64_t rindex = {lo}; rindex < {hi}; ++rindex) {{")
             inner = Emitter(self, loop.indent + "    ", parent=loop)
@@ -535,6 +537,8 @@ class CppKernelGen:
                 self._store(inner, p)
             for v in kept:
                 inner.line(f"{self.scratch[v]}[rindex] = {inner.value(v)};")
+            if pragma is not None:   # the row's integer divisions flag errors lane by lane
+                loop.lines[pragma] += err_clause(inner.lines)
             loop.lines += inner.lines
             loop.line("}")
             if parts:
