@@ -64,11 +64,14 @@ KEEP = [
 
 def _put(self, index, source, accumulate=False):
     """``put``: a scatter into ``self`` read as one flat row-major array (negative indices from
-    the end), written as the ``index_put`` Solder fuses; ``take``'s gradient is one."""
+    the end), written as the ``index_put`` Solder fuses; ``take``'s gradient is one. Laid out
+    as eager's (a clone of ``self`` in its own format, written in place: a permuted input's
+    result is permuted too; fuzz seed 901169)."""
     flat = self.reshape(-1)
     idx = index.reshape(-1)
     idx = torch.where(idx < 0, idx + flat.numel(), idx)
-    return aten.index_put(flat, [idx], source.reshape(-1), accumulate).reshape(self.shape)
+    out = aten.index_put(flat, [idx], source.reshape(-1), accumulate).reshape(self.shape)
+    return _in_layout_of(out, self)
 
 
 def _index_reduce(self, dim, index, source, reduce, include_self=True):

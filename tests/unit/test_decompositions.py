@@ -240,3 +240,30 @@ def test_linspaces_step_divides_by_a_tensor(dtype):
     g = make_fx(lambda: linspace_as_on("cuda", -2.0, -0.25, 16, dtype=dtype, device="cpu"))()
     (div,) = [n for n in g.graph.nodes if n.op == "call_function" and "div" in str(n.target)]
     assert all(isinstance(a, torch.fx.Node) for a in div.args), div.args
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(3, 4).t(),                        # permuted, dense
+    lambda: torch.randn(4, 6)[:, ::2],                    # gaps
+    lambda: torch.randn(2, 3, 4).permute(2, 0, 1),        # 3-d permuted
+])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_and_put_into_a_permuted_input_keep_eagers_layout(make, accumulate):
+    # eager's put clones its input in the input's own format and writes in place; the
+    # decomposition (a flat index_put) was contiguous: the result of a product with it, and
+    # anything laid out after it, took the wrong strides (fuzz seed 901169)
+    def fn(x, v):
+        y = torch.put(x, torch.tensor([1, -2, 3]), v, accumulate=accumulate)
+        x.put_(torch.tensor([0, 4]), v[:2] * 2, accumulate=accumulate)
+        return y, y * 3, x * 1
+    torch.manual_seed(0)
+    x, v = make(), torch.randn(3)
+    torch.manual_seed(0)
+    ref_x = make()     # the same values and layout
+    ref = fn(ref_x, v)
+    out = torch.compile(fn, backend="solder")(x, v)
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r)
+        assert o.stride() == r.stride(), (o.stride(), r.stride())
+    torch.testing.assert_close(x, ref_x)
+    torch._dynamo.reset()
