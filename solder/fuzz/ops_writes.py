@@ -25,7 +25,8 @@ METHODS = ("mul_({y})", "add_({y})", "add_({y}, alpha=2)", "sub_({y})", "div_({y
            "abs_()", "sigmoid_()", "pow_(2)", "floor_()", "masked_fill_({m}, {s})",
            "lerp_({y}, 0.5)", "addcmul_({y}, {y})", "exp_()", "clamp_min_(0)", "remainder_({d})",
            "logical_not_()", "relu_()", "index_add_({i})", "index_fill_({i})", "scatter_({i})",
-           "index_put_({i})", "tanh_()", "scatter_add_({i})", "scatter_reduce_({i})")
+           "index_put_({i})", "tanh_()", "scatter_add_({i})", "scatter_reduce_({i})",
+           "index_copy_({i})", "index_reduce_({i})", "put_({i})", "masked_scatter_({m}, {o})")
 
 
 @op("inplace", 14)
@@ -58,6 +59,8 @@ def _write(c: Ctx, t: str, target):
                   pred=lambda v: target.floating or not v.floating)
     fields = {"y": y, "s": c.scalar(target), "d": c.divisor(y, target),
               "m": f"{t} > 0" if not target.boolean else f"~{t}"}
+    if "{o}" in form:   # masked_scatter_'s source: as many elements as the target, or more
+        fields["o"] = c.operand(target.shape, target)
     if "{i}" in form:
         if target.rank == 0 or target.shape[0] == 0:
             return None
@@ -79,6 +82,21 @@ def _indexed_write_args(c: Ctx, form: str, target, t: str):
     if form.startswith("index_fill_"):
         idx = c.indices(size, c.rng.randint(1, 3), unique=False)
         return f"0, {c.index_tensor(idx)}, {c.scalar(target)}"
+    if form.startswith("index_copy_"):   # distinct rows: repeated ones are unordered in eager
+        idx = c.indices(size, c.rng.randint(1, 3), unique=True, negative=False)
+        return f"0, {c.index_tensor(idx)}, {c.operand((len(idx),) + target.shape[1:], target)}"
+    if form.startswith("index_reduce_"):
+        idx = c.indices(size, c.rng.randint(1, 3), unique=False, negative=False)
+        reduce = c.rng.choice(("prod", "mean", "amax", "amin"))
+        return (f"0, {c.index_tensor(idx)}, {c.operand((len(idx),) + target.shape[1:], target)}, "
+                f"{reduce!r}, include_self={c.chance(0.5)}")
+    if form.startswith("put_"):   # positions in the flattened target, negative ones wrap
+        acc = c.chance(0.5)
+        n = 1
+        for d in target.shape:
+            n *= d
+        idx = c.indices(n, c.rng.randint(1, 4), unique=not acc)
+        return f"{c.index_tensor(idx)}, {c.operand((len(idx),), target)}, accumulate={acc}"
     if form.startswith("index_put_"):
         acc = c.chance(0.5)
         idx = c.indices(size, c.rng.randint(1, 3), unique=not acc)
