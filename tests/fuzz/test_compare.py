@@ -284,9 +284,29 @@ def test_a_control_whose_backward_raises_still_explains_its_forward():
     # (a0.contiguous().remainder_(a1)): under gradients AOTAutograd returns it as a new tensor,
     # and aot_eager's backward then raises on the saved input's version; Solder (which saves
     # such inputs by value) runs the backward, and its forward shares aot_eager's difference
-    from solder.fuzz.run import CONTROL_WRONG, RunConfig, check_seed
-    out = check_seed(60014, RunConfig(backend="solder", device="cpu", grad=True,
-                                      control="aot_eager"))
+    # (the program as seed 60014 drew it before 0681b6b added draws)
+    from solder.fuzz.inputs import InputSpec
+    from solder.fuzz.program import Program, Stmt
+    from solder.fuzz.run import CONTROL_WRONG, RunConfig, check_program
+    stmts = [
+        ("v0 = torch.argsort(a0.round(decimals=3), dim=0, stable=True)", "v0", "argsort", "misc"),
+        ("v1 = a0.sum(0, dtype=torch.float32)", "v1", "sum", "reduction"),
+        ("v2 = a1[:, torch.tensor([0], device=DEV)]", "v2", "index", "gather"),
+        ("v3 = torch.scatter_add(v2, 0, torch.tensor([2, 3, 0, 3, 0, 4, 2, 3], device=DEV)"
+         ".view(4, 1, 1, 2), a0.expand(4, 1, 1, 2))", "v3", "scatter_add", "scatter"),
+        ("v4 = a1.contiguous().remainder_(v3)", "v4", "remainder_", "inplace"),
+        ("v5 = v4.chunk(3, -2)[0]", "v5", "split", "view"),
+        ("v6 = v1.to(torch.float64)", "v6", "to_float64", "cast"),
+        ("v7 = F.adaptive_avg_pool2d(v3, (1, 2))", "v7", "adaptive_avg_pool2d", "misc"),
+        ("v8 = torch.mul(v6, v1)", "v8", "arith", "pointwise")]
+    program = Program(
+        seed=60014,
+        inputs=[InputSpec("a0", (1,), "float32", "normal", (), 60014000),
+                InputSpec("a1", (5, 1, 3, 2), "float32", "normal", (), 60014001)],
+        stmts=[Stmt(code, target, op, family, None) for code, target, op, family in stmts],
+        outputs=["v0", "v5", "v7", "v8"], note="fuzz program, seed 60014")
+    out = check_program(program, RunConfig(backend="solder", device="cpu", grad=True,
+                                           control="aot_eager"))
     assert out.kind == CONTROL_WRONG, out.detail
     assert "its backward raises" in out.control and "a new tensor" in out.control
 

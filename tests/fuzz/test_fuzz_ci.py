@@ -27,6 +27,11 @@ AOT_AUTOGRAD_ERRORS = {
         r"is a view and its base or another view of its base has been modified inplace",
     # the joint graph is traced for every float output, eager needed no floor_divide derivative
     "floor_divide's missing derivative": r"derivative for aten::floor_divide is not implemented",
+    # an input written in place through views of a view of it (`v1 = a1.unflatten(-1, (2,
+    # -1))`, `v1.diagonal()[..., 0] = 3`, `v1.transpose(0, -1).scatter_add_(...)`): the
+    # runtime wrapper's replay of the views fails (seed 167 since 0681b6b; Solder runs it)
+    "views of an input replayed after writes through them":
+        r"Cannot view a tensor with shape .* and strides .* as a tensor with shape",
 }
 
 # ... and what AOTAutograd gets wrong: a write into a 0-d float64 input is lost (`a0.mul_(2)`,

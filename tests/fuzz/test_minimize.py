@@ -40,7 +40,9 @@ def test_shrinks_to_the_statement_that_fails():
     assert got.outcome.kind == WRONG and "index_add" in got.program.ops()
     assert len(got.program.stmts) <= 2 < len(program.stmts)
     assert got.grad is False                   # the failure is in the forward: no backward
-    assert _numel(got.program) <= _numel(program)
+    # smaller in the minimizer's order (statements first: an input may grow where a removed
+    # statement had made a later one's operand from it)
+    assert got.program.size() < program.size()
     assert got.checks == len(calls) - 1 <= 300
 
 
