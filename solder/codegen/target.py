@@ -13,6 +13,7 @@ from . import scalar_ops
 class TritonTarget:
     interpreted: bool
     has_random = True   # counter-based draws (tl.rand)
+    stored_when_broadcast = frozenset()   # a GPU recomputes for free next to its loads
 
     @property
     def name(self) -> str:

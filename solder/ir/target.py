@@ -16,6 +16,11 @@ import torch
 class Target(Protocol):
     name: str
     has_random: bool   # whether generated code draws random numbers (else ATen draws them)
+    # scalar ops costly enough that a value computing one, which more than one op reads and
+    # one of them broadcast (over more elements than the value has), is stored once rather
+    # than computed again in each consumer's every element (a rotary table's cos and sin
+    # read by every layer's q and k); empty where computing again is cheap next to memory
+    stored_when_broadcast: frozenset
 
     def can_emit(self, scalar_op: str) -> bool:
         """Whether generated code can compute this entry of the scalar-op table."""

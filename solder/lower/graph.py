@@ -313,13 +313,32 @@ class GraphLowering:
             return self.fallback(node, args, kwargs, str(why))
         self._tag(out, node, args)
         out = _with_meta_strides(out, node.meta.get("val"))
-        if isinstance(out, Virtual) and len(node.users) > 1:
+        broadcast = isinstance(out, Virtual) and self._read_broadcast_by_several(node)
+        if isinstance(out, Virtual) and (len(node.users) > 1 or broadcast):
             sample = out.load([sympy.Symbol(f"q{k}", integer=True, nonnegative=True)
                                for k in range(out.ndim)])
-            if (E.count_ops(sample) > self.config.inline_max_ops
-                    or len(E.buffers_read(sample)) > self.config.inline_max_reads):
+            if (len(node.users) > 1 and (
+                    E.count_ops(sample) > self.config.inline_max_ops
+                    or len(E.buffers_read(sample)) > self.config.inline_max_reads)
+                    or broadcast and self._holds_costly_op(sample)):
                 out = self.realize(out, stride=out.stride)
         return out
+
+    def _read_broadcast_by_several(self, node) -> bool:
+        """Whether the target stores costly values (``Target.stored_when_broadcast``) and more
+        than one op reads this node's value (directly or through views of it), one of them
+        with more elements than the value has: read broadcast, computing it again costs it
+        per read element."""
+        if not getattr(self.target, "stored_when_broadcast", None):
+            return False
+        mine = _numel(node.meta.get("val"))
+        readers = list(_reader_numels(node))
+        return mine is not None and len(readers) > 1 and any(
+            n is not None and n > mine for n in readers)
+
+    def _holds_costly_op(self, sample) -> bool:
+        costly = self.target.stored_when_broadcast
+        return any(x.op == "call" and x.args[0] in costly for x in E.walk(sample))
 
     def _tag(self, out, node, args):
         """Record which ATen ops and user lines a value fuses (for kernel comments and
@@ -672,3 +691,21 @@ def _flat(args):
             yield from _flat(a)
         else:
             yield a
+
+
+def _numel(val) -> Optional[int]:
+    """A node's element count where it is a tensor of static size."""
+    if not isinstance(val, torch.Tensor):
+        return None
+    n = val.numel()
+    return n if isinstance(n, int) else None   # (a symbolic count is not evaluated: no guard)
+
+
+def _reader_numels(node: fx.Node, depth: int = 0):
+    """The element counts of the ops that read ``node``, through views of it (each layer's
+    ``cos.unsqueeze(1)`` is read by that layer's products)."""
+    for u in node.users:
+        if u.op == "call_function" and _is_view_op(u.target) and depth < 8:
+            yield from _reader_numels(u, depth + 1)
+        else:
+            yield _numel(u.meta.get("val"))

@@ -139,6 +139,29 @@ def test_integer_division_is_pythons_and_zero_raises_as_eager():
         compiled(a, torch.zeros_like(b))
 
 
+def test_a_costly_table_read_broadcast_by_several_ops_is_computed_once():
+    # a rotary table: cos and sin of positions, read by q and k of two layers broadcast over
+    # batch and heads through one shared unsqueeze; inlined, libm ran per read element
+    def fn(q, k, pos):
+        emb = pos[:, None].float() * torch.arange(1, 9).float()
+        cos, sin = emb.cos().to(q.dtype).unsqueeze(0), emb.sin().to(q.dtype).unsqueeze(0)
+        outs = []
+        for _ in range(2):
+            q = q * cos + q.flip(-1) * sin
+            k = k * cos + k.flip(-1) * sin
+            outs += [q, k]
+        return outs
+    q, k, pos = torch.randn(6, 16, 8), torch.randn(6, 16, 8), torch.arange(16)
+    out, report = _run(fn, q, k, pos)
+    _same(out, fn(q, k, pos))
+    kernels = [kr.source for g in report.graphs for kr in g.kernels]
+    with_libm = [src for src in kernels if "std::cos" in src or "std::sin" in src]
+    assert len(with_libm) == 1 and len(kernels) > 1, with_libm
+    # ... and computes the table alone: one input read (the positions), the two tables stored
+    pointers = next(line for line in with_libm[0].splitlines() if line.startswith("// pointers"))
+    assert pointers.count("=arg") == 1 and pointers.count("=buf") == 2, pointers
+
+
 def _simd_pragmas(src: str) -> list[str]:
     return [line.strip() for line in src.splitlines() if "#pragma omp" in line]
 
