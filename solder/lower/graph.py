@@ -329,7 +329,7 @@ class GraphLowering:
         than one op reads this node's value (directly or through views of it), one of them
         with more elements than the value has: read broadcast, computing it again costs it
         per read element."""
-        if not getattr(self.target, "stored_when_broadcast", None):
+        if not self.target.stored_when_broadcast:
             return False
         mine = _numel(node.meta.get("val"))
         readers = list(_reader_numels(node))
