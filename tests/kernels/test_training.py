@@ -124,3 +124,35 @@ def test_backward_compiles_at_capture_when_asked(early, monkeypatch):
     w2 = w.detach().clone().requires_grad_()
     torch.tanh(x @ w2).sum().backward()
     assert_same(w.grad, w2.grad)
+
+
+def test_a_conv_batch_norm_step_saves_low_precision_conv_outputs_not_float32_intermediates():
+    # the forward saved x.float() - mean of each batch norm (float32) where the bf16 convolution
+    # output, from which the backward recomputes it, is half the bytes: the rule that keeps
+    # what eager saves from a graph input (capture/saved_values.py) marked values computed
+    # after a convolution too, which the partitioner never recomputes from the input
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                        nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+    kind = "cuda" if torch.cuda.is_available() else "cpu"
+    net = net.to(kind)
+    x = torch.randn(2, 3, 16, 16, device=kind)
+
+    def step(x):
+        with torch.autocast(kind, dtype=torch.bfloat16):
+            return net(x).float().sum()
+
+    saved = []
+
+    def pack(t):
+        saved.append((tuple(t.shape), t.dtype))
+        return t
+
+    loss = torch.compile(step, backend="solder")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = loss(x)
+    out.backward()
+    activations = [dtype for shape, dtype in saved if shape == (2, 8, 16, 16)]
+    assert activations and torch.float32 not in activations, saved
+    # (the gradients are bf16's: they differ from eager's by rounding, as much as before)
+    assert all(p.grad is not None and p.grad.isfinite().all() for p in net.parameters())
