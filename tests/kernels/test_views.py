@@ -98,3 +98,28 @@ def test_write_through_view_of_input():
         x.diagonal().mul_(3)
         return x.sum()
     check(f, torch.randn(5, 5), torch.randn(5))
+
+
+def test_circular_pad_of_a_stacked_select_scatter_keeps_its_corners():
+    # fuzz seed 780169: on the GPU the corners of the circular pad (rows and columns that wrap
+    # both ways) came out 0: ptxas miscompiled a test that read a PTX register written nowhere
+    # (solder/runtime/ptx_registers.py); the interpreter and the CPU were right all along
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    def fn(a0):   # the finding's program as the fuzzer wrote it
+        v0 = torch.select_scatter(a0, torch.linspace(0.5, 1.5, 3, dtype=a0.dtype,
+                                                     device=a0.device), 0, -1)
+        v1 = torch.stack([v0, v0], -1)
+        v2 = v0[..., None]
+        v3 = F.leaky_relu(a0, 0.1)
+        v4 = F.pad(v1, (2, 2, 2, 2), mode="circular")
+        v5 = v2.unbind(-1)[0]
+        v6 = v4.sum((2, 0), keepdim=True)
+        v7 = torch.where(v4 > 0, v4, v4)
+        v8 = v7.sum()
+        v9 = v5 @ v8.expand(3, 2)
+        return v3, v6, v9
+
+    torch.manual_seed(0)
+    a0 = torch.randn(3, 2, device=device).permute(1, 0).requires_grad_()
+    check(fn, a0, grad=True)
