@@ -26,6 +26,7 @@ from .attention_backends import restricted as attention_backends_restricted
 from .attention_masks import simplify_attention_masks
 from .aot_logs import unprinted_unless_logged
 from .before_autograd import rewrite_before_autograd
+from .pool_offsets import save_pool_offsets
 from .saved_values import keep_eagers_saved_values, save_mutated_inputs_by_value
 
 
@@ -92,6 +93,7 @@ def _partition(ctx: CompileContext, joint, joint_inputs, **kwargs):
     # Solder's own CSE, then the partitioner's turned off: it would import TorchInductor's
     # pattern matcher at the process's first training compile (capture/cse.py)
     eliminate_common_subexpressions(joint.graph)
+    save_pool_offsets(joint, kwargs.get("num_fwd_outputs"))
     keep_eagers_saved_values(joint, kwargs.get("num_fwd_outputs"), ctx.leaf_inputs,
                              ctx.input_count)
     joint.recompile()

@@ -186,3 +186,45 @@ def test_a_pool_stored_for_a_convolution_is_read_not_computed_again():
     report = check(fn, _input(), kernels=2)
     pooled = [k for k in report.graphs[0].kernels if "aten.max_pool2d_with_indices" in k.ops]
     assert len(pooled) == 1, [k.ops for k in report.graphs[0].kernels]
+
+
+def _saved_by(fn, *args):
+    saved = []
+
+    def pack(t):
+        saved.append((tuple(t.shape), t.dtype))
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(*args)
+    return out, saved
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    ((3, 2, 1), {}), ((2, 2, 0), {}), (((3, 2), (2, 1), (1, 0)), {}),
+    ((3, 2, 1), {"dilation": 2}), ((3, 2, 1), {"ceil_mode": True}), ((2, 3, 1), {})])
+def test_the_backward_reads_window_offsets_of_a_byte_not_int64_indices(args, kwargs):
+    # capture/pool_offsets.py: autograd keeps a max pool's indices from the forward to the
+    # backward; a byte per output (the position within the window) is kept instead, the
+    # indices recomputed from it in the backward, and the gradient is eager's
+    def fn(x):
+        return F.max_pool2d(x.relu() * 2, *args, **kwargs) * 3
+
+    x = _input(channels_last=bool(kwargs.get("ceil_mode"))).requires_grad_()
+    out, saved = _saved_by(torch.compile(fn, backend="solder"), x)
+    assert (tuple(out.shape), torch.int8) in saved, saved
+    assert not any(dtype == torch.int64 for _, dtype in saved), saved
+    g = torch.randn_like(out)
+    out.backward(g)
+    got, x.grad = x.grad, None
+    fn(x).backward(g)
+    torch.testing.assert_close(got, x.grad)
+
+
+def test_indices_the_program_reads_are_kept_as_they_are():
+    # returned (return_indices=True): the forward's own output, int64 as eager's
+    def fn(x):
+        y, i = F.max_pool2d(x * 2, 3, 2, 1, return_indices=True)
+        return y * 3, i
+
+    x = _input().requires_grad_()
+    check(fn, x, grad=True)
