@@ -55,13 +55,11 @@ def job(tmp_path, monkeypatch):
 
 def _in_fresh_process(code: str, job: dict, tmp_path):
     """Run ``code`` in a new interpreter (no TRITON_INTERPRET) with the worker script importable
-    on its own, without Solder's package, as the workers run it (beside the one module it reads
-    by its path, runtime/ptx_registers.py); argv: the job, the script's folder."""
-    from solder.runtime import ptx_registers
+    on its own, without Solder's package, as the workers run it; argv: the job, the script's
+    folder."""
     script_dir = tmp_path / "script"
     script_dir.mkdir(exist_ok=True)
     (script_dir / "compile_workers_script.py").write_text(open(compile_workers.__file__).read())
-    (script_dir / "ptx_registers.py").write_text(open(ptx_registers.__file__).read())
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     return subprocess.run([sys.executable, "-c", code,
                            json.dumps({**job, "target": ["cuda", 90, 32]}), str(script_dir)],
