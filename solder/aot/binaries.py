@@ -29,7 +29,6 @@ import torch
 
 from ..codegen.launch_configs import COMPILE_OPTIONS
 from ..runtime.launch import KernelRunner, _next_pow2, _specialization, _stream
-from ..runtime.ptx_registers import defining_undefined_registers
 
 
 class BinaryMissing(RuntimeError):
@@ -98,9 +97,7 @@ class RecordingRunner(KernelRunner):
         widths = generic_of(spec)
         if (ck, widths) not in self.generic and (ck, widths) not in self.generic_failed:
             try:
-                with defining_undefined_registers():
-                    kernel = _done(self._generic(cfg).warmup(*args, grid=grid, **cfg,
-                                                             **COMPILE_OPTIONS))
+                kernel = _done(self._generic(cfg).warmup(*args, grid=grid, **cfg, **COMPILE_OPTIONS))
             except Exception as e:  # noqa: BLE001 - the exact binaries still run; say why
                 self.generic_failed[(ck, widths)] = f"{type(e).__name__}: {str(e)[-300:]}"
             else:

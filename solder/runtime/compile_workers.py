@@ -317,30 +317,11 @@ def warm(processes: int) -> None:
 # In a worker
 
 
-def _ptx_registers():
-    """runtime/ptx_registers.py, also in a worker (this file run as a script, outside the
-    package: the module imports nothing of Solder's)."""
-    if __package__:
-        from . import ptx_registers
-        return ptx_registers
-    mod = sys.modules.get("solder_ptx_registers")
-    if mod is None:
-        import importlib.util
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptx_registers.py")
-        spec = importlib.util.spec_from_file_location("solder_ptx_registers", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        sys.modules["solder_ptx_registers"] = mod
-    return mod
-
-
 def _compile(job: dict, modules: dict, seconds: dict) -> str:
     import importlib.util
 
     import triton
     from triton.backends.compiler import GPUTarget
-
-    defining_undefined_registers = _ptx_registers().defining_undefined_registers
     mod = modules.get(job["path"])
     if mod is None:
         # the module name is part of the kernel's cache key: import it under Solder's own name
@@ -357,8 +338,7 @@ def _compile(job: dict, modules: dict, seconds: dict) -> str:
         seconds.update(launcher=time.perf_counter() - t0)
         return launcher
     options = {k: _tuples(v) for k, v in json.loads(job["data"])["options"].items()}
-    with defining_undefined_registers():
-        kernel = triton.compile(src, target=GPUTarget(backend, arch, warp_size), options=options)
+    kernel = triton.compile(src, target=GPUTarget(backend, arch, warp_size), options=options)
     t1 = time.perf_counter()
     launcher = (_build_launcher(kernel.src, kernel.metadata, backend) if job.get("launcher", True)
                 else "built by its shape's launcher job")

@@ -19,7 +19,6 @@ from ..codegen import launch_configs
 from ..codegen.scalar_ops import interpreting
 from ..codegen.generated import KernelSource
 from . import launcher_check
-from .ptx_registers import defining_undefined_registers
 
 
 class KernelCompileError(RuntimeError):
@@ -246,7 +245,7 @@ class KernelRunner:
             if self.interp:
                 kernel = self.fn[(grid0,)](*args, **cfg, **launch_configs.COMPILE_OPTIONS)
             else:
-                with count_compiles(self.stats), defining_undefined_registers():
+                with count_compiles(self.stats):
                     # its launcher checked before its first launch (runtime/launcher_check.py);
                     # once per config and specialization: tuning's timed launches come here too
                     checked = (tuple(sorted(cfg.items())), _specialization(args))

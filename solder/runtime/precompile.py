@@ -31,7 +31,6 @@ from ..codegen.launch_configs import COMPILE_OPTIONS, is_launch_config
 from ..codegen.scalar_ops import interpreting
 from . import launcher_check
 from .launch import count_compiles
-from .ptx_registers import defining_undefined_registers
 
 # a seed value with the specialization most draws have (not 1, not a multiple of 16, 32 bits)
 _TYPICAL_SEED = 12345
@@ -312,8 +311,7 @@ def _timed_compile_and_load(job: Job, compile_fn, on_device, per_job: list):
 
 def _warmup(job: Job):
     try:
-        with defining_undefined_registers():
-            return job.fn.warmup(*job.args, grid=(1,), **job.cfg, **COMPILE_OPTIONS)
+        return job.fn.warmup(*job.args, grid=(1,), **job.cfg, **COMPILE_OPTIONS)
     except Exception:  # noqa: BLE001 - the launch compiles it again and reports
         return None
 
