@@ -48,3 +48,27 @@ def test_recorded_launches_replay_the_same_and_a_changed_result_is_named(tmp_pat
     assert "launch0000.pt: graph0_inference k0" in differ.stdout and "DIFFERS" in differ.stdout
     assert f"argument {out}: 1 of " in differ.stdout and "first at [3]" in differ.stdout
     assert "1 launches differ" in differ.stdout
+
+
+def test_a_launch_runs_alone_as_recorded_and_compilers_asks_for_a_gpu(tmp_path):
+    # `_launch` (what `compilers` runs once per way of compiling, each in its own process)
+    # leaves, in the interpreter, what the recorded launch left; `compilers` itself compiles for
+    # a GPU and says so where there is none
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    assert _tool(tmp_path, "record", "prog.py", "--out", "launches").returncode == 0
+    path = tmp_path / "launches" / "launch0000.pt"
+    one = _tool(tmp_path, "_launch", str(path), str(tmp_path / "after.pt"))
+    assert one.returncode == 0, one.stderr[-3000:]
+    after = torch.load(tmp_path / "after.pt", weights_only=False)
+    rec = torch.load(path, weights_only=False)
+    written = [i for i, (b, a) in enumerate(zip(rec["before"], rec["after"]))
+               if a is not None and not torch.equal(b["bytes"], a["bytes"])]
+    assert written
+    for i in written:
+        want = rec["after"][i]
+        flat = torch.empty(0, dtype=want["dtype"]).set_(
+            want["bytes"].untyped_storage(), 0, (after[i].numel(),), (1,))
+        torch.testing.assert_close(after[i], flat)
+    if not torch.cuda.is_available():
+        gpu = _tool(tmp_path, "compilers", "launches")
+        assert gpu.returncode == 2 and "needs a GPU" in gpu.stdout
