@@ -78,7 +78,32 @@ class ModIndex(sympy.Function):
         _, rest = _split_divisible(a, b)
         if rest != a and _nonnegative(rest):
             return ModIndex(rest, b)
+        reduced = _congruent_terms(a, b)
+        if reduced is not None:
+            return ModIndex(reduced, b)
         return None
+
+
+def _congruent_terms(a, b):
+    """``a`` with terms swapped for smaller congruent ones modulo ``b``, or None: a term ``y %
+    m`` with ``b`` dividing ``m`` is ``y`` (a circular pad's ``((y % 6) + 16) % 6``), and an
+    integer constant ``c`` outside ``[0, b)`` is ``c % b`` where what remains of the sum is
+    non-negative without it. The sum stays non-negative, as ModIndex asks: the first swap adds
+    a multiple of ``m``, the second keeps a remainder that is."""
+    terms = list(sympy.Add.make_args(a))
+    changed = False
+    for i, t in enumerate(terms):
+        if (isinstance(t, ModIndex) and t.args[1].is_Integer and b.is_Integer
+                and int(t.args[1]) % int(b) == 0):
+            terms[i], changed = t.args[0], True
+    if b.is_Integer:
+        consts = [t for t in terms if t.is_Integer]
+        if len(consts) == 1 and not 0 <= int(consts[0]) < int(b):
+            rest = sympy.Add(*[t for t in terms if t is not consts[0]])
+            if _nonnegative(rest) or int(consts[0]) < 0:
+                terms[terms.index(consts[0])] = sympy.Integer(int(consts[0]) % int(b))
+                changed = True
+    return sympy.Add(*terms) if changed else None
 
 
 def _nonnegative(rest) -> bool:

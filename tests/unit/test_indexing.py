@@ -200,3 +200,15 @@ def test_a_division_of_a_possibly_negative_position_is_printed_as_a_floor_of_a_n
                            .replace(ModIndex, lambda a, b: a % b))
                 assert int(got) == want, (text, v)
                 assert not _CInt.negative, (text, v, _CInt.negative)
+
+
+def test_nested_remainders_by_a_multiple_reduce_to_one():
+    # a circular pad's wrapped positions: ((((y % 6) + 16) % 6 + 2) % 6) % 2 is y % 2
+    from solder.ir.indexing import FloorDiv, ModIndex
+    y = sympy.Symbol("y", integer=True, nonnegative=True)
+    assert ModIndex(ModIndex(y, 6) + 16, 6) == ModIndex(y + 4, 6)
+    assert ModIndex(ModIndex(ModIndex(ModIndex(y, 6) + 16, 6) + 2, 6), 2) == ModIndex(y, 2)
+    assert ModIndex(ModIndex(y, 4) + 1, 6) == ModIndex(ModIndex(y, 4) + 1, 6)   # 6 does not divide 4
+    assert ModIndex(FloorDiv(y, 6) + 4, 7) == ModIndex(FloorDiv(y, 6) + 4, 7)  # nothing to reduce
+    z = sympy.Symbol("z", integer=True)   # of unknown sign: the constant kept
+    assert ModIndex(z + 20, 6) == ModIndex(z + 20, 6)
