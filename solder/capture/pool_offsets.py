@@ -60,16 +60,17 @@ def save_pool_offsets(joint: GraphModule, num_fwd_outputs) -> int:
 
 
 def _args(pool: Node):
-    x, kernel = pool.args[0], list(pool.args[1])
-    rest = list(pool.args[2:]) + [None] * (4 - len(pool.args[2:]))
-    stride, padding, dilation, _ceil = rest
-    kw = dict(pool.kwargs)
-    stride = list(kw.get("stride", stride) or kernel)
-    padding = list(kw.get("padding", padding) or [0])
-    dilation = list(kw.get("dilation", dilation) or [1])
-    kernel, stride, padding, dilation = ([v[0], v[0]] if len(v) == 1 else v
-                                         for v in (kernel, stride, padding, dilation))
-    return x, kernel, stride, padding, dilation
+    """The pool's input, and its kernel, stride, padding and dilation as two values each (ATen
+    takes one value for both, and an empty stride for the kernel's)."""
+    names = ("stride", "padding", "dilation")
+    given = dict(zip(names, pool.args[2:5]), **{k: v for k, v in pool.kwargs.items() if k in names})
+
+    def pair(v, default):
+        v = [v] if isinstance(v, int) else list(v or default)
+        return v * 2 if len(v) == 1 else v
+    kernel = pair(pool.args[1], None)
+    return (pool.args[0], kernel, pair(given.get("stride"), kernel),
+            pair(given.get("padding"), [0]), pair(given.get("dilation"), [1]))
 
 
 def _recomputed_indices(graph, pool: Node, idx: Node):
