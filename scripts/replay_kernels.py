@@ -161,7 +161,7 @@ def replay(folder: str) -> int:
             continue
         rec = torch.load(os.path.join(folder, name), weights_only=False)
         args = _run_launch(rec, tmp, modules)
-        notes = _differences(args, rec["after"], "interpreter", "GPU")
+        notes = _differences(args, rec.get("after", rec.get("gpu_after")), "interpreter", "GPU")
         verdict = "DIFFERS" if notes else "same"
         print(f"{name}: {rec['graph']} {rec['kernel']} {rec['config']}: {verdict}")
         for line in notes:
