@@ -21,6 +21,8 @@ import operator
 import torch
 from torch.fx import GraphModule, Node
 
+from .saved_values import forward_nodes
+
 aten = torch.ops.aten
 
 
@@ -29,13 +31,7 @@ def save_pool_offsets(joint: GraphModule, num_fwd_outputs) -> int:
     pools rewritten."""
     if num_fwd_outputs is None:
         return 0
-    forward: set = set()
-    stack = [a for a in joint.graph.output_node().args[0][:num_fwd_outputs] if isinstance(a, Node)]
-    while stack:
-        n = stack.pop()
-        if n not in forward:
-            forward.add(n)
-            stack.extend(n.all_input_nodes)
+    forward = forward_nodes(joint, num_fwd_outputs)
     rewritten = 0
     for pool in list(joint.graph.nodes):
         if pool.target is not aten.max_pool2d_with_indices.default:

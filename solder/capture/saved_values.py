@@ -67,14 +67,7 @@ def keep_eagers_saved_values(joint: GraphModule, num_fwd_outputs, leaves=frozens
                and n.name.startswith("primals_")]
     if input_count == len(primals):   # (the graph's inputs, as Dynamo handed them over)
         static |= set(leaves)
-    forward: set = set()
-    stack = [a for a in joint.graph.output_node().args[0][:num_fwd_outputs]
-             if isinstance(a, Node)]
-    while stack:
-        n = stack.pop()
-        if n not in forward:
-            forward.add(n)
-            stack.extend(n.all_input_nodes)
+    forward = forward_nodes(joint, num_fwd_outputs)
 
     def read_by_backward(n):
         return any(u not in forward and u.op != "output" for u in n.users)
@@ -109,6 +102,18 @@ def keep_eagers_saved_values(joint: GraphModule, num_fwd_outputs, leaves=frozens
             n.meta["recompute"] = CheckpointPolicy.MUST_SAVE
             marked += 1
     return marked
+
+
+def forward_nodes(joint: GraphModule, num_fwd_outputs: int) -> set:
+    """The joint graph's nodes that its forward outputs are computed from."""
+    forward: set = set()
+    stack = [a for a in joint.graph.output_node().args[0][:num_fwd_outputs] if isinstance(a, Node)]
+    while stack:
+        n = stack.pop()
+        if n not in forward:
+            forward.add(n)
+            stack.extend(n.all_input_nodes)
+    return forward
 
 
 def _is_view(n: Node) -> bool:
