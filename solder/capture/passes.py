@@ -6,7 +6,9 @@ import torch.fx as fx
 
 
 def prepare_graph(gm: fx.GraphModule) -> None:
+    from .overlapping_writes import write_only_what_was_written
     from .reinplace import reinplace_user_kernels
+    write_only_what_was_written(gm)
     remove_dead_code(gm)
     # last: the mutation calls it leaves look pure to FX's dead-code elimination
     reinplace_user_kernels(gm)

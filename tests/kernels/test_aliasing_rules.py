@@ -486,3 +486,31 @@ def test_a_value_returned_twice_is_one_tensor_for_the_next_graph():
         sum(o.sum() for o in outs).backward()
         grads.append([o.detach() for o in outs] + [a0.grad, a1.grad])
     torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("write", [
+    lambda e, v: e.diagonal().copy_(v),          # fuzz seed 995506
+    lambda e, v: e.select(0, 0).copy_(v),
+    lambda e, v: e[:1, :, 2:5].fill_(1),
+], ids=["diagonal", "select", "slice"])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32, torch.int32])
+def test_a_write_through_a_view_of_an_expanded_input_writes_what_the_program_wrote(write, dtype):
+    # functionalized, the write goes back through the expanded view: two elements per place,
+    # the written one and an old copy; the old one must not win (capture/overlapping_writes.py)
+    def fn(a, v):
+        e = a.expand(2, -1, 6)
+        torch._dynamo.graph_break()   # the next graph gets the expanded view as an input
+        before = a.clone()
+        write(e, v)
+        return before
+
+    torch.manual_seed(0)
+    a = (torch.randn(1, 6) > 0).to(dtype)
+    v = torch.tensor([True]).to(dtype)
+    for _ in range(2):
+        ref_a, got_a = a.clone(), a.clone()
+        ref = fn(ref_a, v)
+        got = torch.compile(fn, backend="solder")(got_a, v)
+        torch._dynamo.reset()
+        assert torch.equal(got, ref) and torch.equal(got_a, ref_a), (got_a, ref_a)
+        a = (1 - a.int()).to(dtype)
