@@ -7,10 +7,18 @@ peak memory, and the allocations alive then are grouped by the line that made th
 a Solder wrapper (``<solder graphN_kind wrapper>``, with the wrapper's own text), or the first frame
 outside torch for eager's and inductor's. What was allocated before the call (weights, inputs)
 is counted apart as resident. Issue 38's question, per buffer: which of ours are alive at the
-peak that inductor's are not."""
+peak that inductor's are not.
+
+With ``--device cpu`` the same question is asked of the CPU allocator through the profiler
+(``profile_memory=True``): its allocation events carry the running total, and each is grouped by
+the innermost Python function and the ATen op that made it (the profiler knows a frame's
+function, not its current line). Solder's native CPU target and inductor's C++ make the same
+partitioning and buffer decisions as on a GPU, so a small CPU step shows where a training step's
+memory goes without a GPU (the library calls differ: oneDNN's workspaces are not cuDNN's)."""
 from __future__ import annotations
 
 import collections
+import re
 from typing import Iterable, Optional
 
 import torch
@@ -57,11 +65,12 @@ def group_key(frames: list, sources: Optional[dict] = None) -> str:
     return "(no Python frame)"
 
 
-def summarize(live: dict, sources: Optional[dict] = None, top: int = 15) -> list[str]:
+def summarize(live: dict, sources: Optional[dict] = None, top: int = 15,
+              key=group_key) -> list[str]:
     by = collections.Counter()
     count = collections.Counter()
     for size, frames in live.values():
-        k = group_key(frames, sources)
+        k = key(frames, sources)
         by[k] += size
         count[k] += 1
     return [f"{size / 2**20:9.1f} MiB  x{count[k]:<4} {k[:150]}" for k, size in by.most_common(top)]
@@ -85,13 +94,67 @@ def record_one_call(step, device) -> tuple[int, int, dict]:
     return resident, peak, live
 
 
+def cpu_allocations(step) -> tuple[int, dict]:
+    """(peak bytes above the start, {address: (size, frames)} alive at the peak) of ``step()``
+    on the CPU, from the profiler's allocation events; a frame is {"filename", "line", "name"},
+    the ATen op that allocated first (its filename "aten")."""
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, with_stack=True) as prof:
+        out = step()
+        del out
+    events = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.tag == _EventType.Allocation:
+            events.append((node.start_time_ns, node))
+    events.sort(key=lambda e: e[0])
+    trace = []
+    for _, node in events:
+        size = node.extra_fields.alloc_size
+        trace.append({"action": "alloc" if size > 0 else "free_requested",
+                      "addr": node.extra_fields.ptr, "size": abs(size),
+                      "frames": _frames_of(node) if size > 0 else []})
+    return peak_of(trace)
+
+
+def _frames_of(node) -> list:
+    from torch._C._profiler import _EventType
+
+    frames = []
+    parent = node.parent
+    while parent is not None:
+        if parent.tag == _EventType.PyCall:
+            # "<solder graph0_forward wrapper>(1): call" or "/path/file.py(12): fn"
+            m = re.match(r"(.*)\((\d+)\): (.*)$", parent.name)
+            if m:
+                frames.append({"filename": m.group(1), "line": int(m.group(2)),
+                               "name": m.group(3)})
+        elif not frames:
+            frames.append({"filename": "aten", "line": 0, "name": parent.name})
+        parent = parent.parent
+    return frames
+
+
+def cpu_group_key(frames: list, sources: Optional[dict] = None) -> str:
+    op = next((f["name"] for f in frames if f["filename"] == "aten"), "")
+    where = group_key([f for f in frames if f["filename"] != "aten"])
+    if " line " in where and where.startswith("graph"):
+        where = where.split(" line ")[0]   # a wrapper's def line says nothing on the CPU
+    return f"{where} {op}".strip()
+
+
 def main(argv=None) -> int:
     p = Parser(prog="python -m solder.bench.memory")
     p.add_argument("case")
     p.add_argument("--backends", default="inductor,solder")
     p.add_argument("--top", type=int, default=15)
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("python -m solder.bench.memory needs a CUDA device (it reads the allocator's "
               "history)")
         return 2
@@ -102,7 +165,8 @@ def main(argv=None) -> int:
     if case is None:
         print(f"unknown case {args.case!r}")
         return 2
-    device = torch.device("cuda", torch.cuda.current_device())
+    on_cpu = args.device == "cpu"
+    device = torch.device("cpu") if on_cpu else torch.device("cuda", torch.cuda.current_device())
     work = case.build(device, False)
     for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
         torch._dynamo.reset()
@@ -110,13 +174,19 @@ def main(argv=None) -> int:
         f = work.fn if backend == "eager" else compile_for(work.fn, backend, reports)
         for _ in range(2):   # compile, tune, settle the allocator
             work.step(f)
-        resident, peak, live = record_one_call(lambda: work.step(f), device)
-        sources = {g.name: g.wrapper for ctx in reports for g in ctx.graphs if g.wrapper}
-        print(f"== {args.case} / {backend}: peak {peak / 2**20:.1f} MiB above "
-              f"{resident / 2**20:.1f} MiB resident; alive at the peak, by where allocated:")
-        print("\n".join(summarize(live, sources, args.top)))
+        if on_cpu:
+            peak, live = cpu_allocations(lambda: work.step(f))
+            print(f"== {args.case} / {backend} (cpu): peak {peak / 2**20:.2f} MiB above the "
+                  "start of the call; alive at the peak, by where allocated:")
+            print("\n".join(summarize(live, None, args.top, cpu_group_key)))
+        else:
+            resident, peak, live = record_one_call(lambda: work.step(f), device)
+            sources = {g.name: g.wrapper for ctx in reports for g in ctx.graphs if g.wrapper}
+            print(f"== {args.case} / {backend}: peak {peak / 2**20:.1f} MiB above "
+                  f"{resident / 2**20:.1f} MiB resident; alive at the peak, by where allocated:")
+            print("\n".join(summarize(live, sources, args.top)))
+            torch.cuda.empty_cache()
         del f
-        torch.cuda.empty_cache()
     return 0
 
 

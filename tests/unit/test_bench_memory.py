@@ -34,3 +34,28 @@ def test_allocations_are_grouped_by_the_wrapper_line_that_made_them():
                       {"graph3_backward": source})
     assert lines[0].split() [:2] == ["4.0", "MiB"] and "x2" in lines[0]
     assert "m.py:7 in f" in lines[1]
+
+
+def test_a_cpu_call_s_peak_is_read_from_the_profiler_s_allocations():
+    import torch
+
+    from solder.bench.memory import cpu_allocations, cpu_group_key
+
+    x = torch.randn(256, 1024)   # 1 MiB each
+
+    def step():
+        a = x * 2          # 1 MiB, freed after b
+        b = a + 1          # 1 MiB
+        del a
+        c = b.sum(0)       # 4 KiB
+        return c
+
+    peak, live = cpu_allocations(step)
+    assert 2 * 2**20 <= peak < 2 * 2**20 + 64 * 1024
+    big = sorted(size for size, _ in live.values() if size >= 2**20)
+    assert big == [2**20, 2**20]
+    # grouped by the Python function (the profiler names its def line) and the ATen op
+    keys = sorted(cpu_group_key(frames) for size, frames in live.values() if size >= 2**20)
+    line = step.__code__.co_firstlineno
+    assert keys == [f"test_bench_memory.py:{line} in step aten::add",
+                    f"test_bench_memory.py:{line} in step aten::mul"]
