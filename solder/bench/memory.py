@@ -18,6 +18,7 @@ memory goes without a GPU (the library calls differ: oneDNN's workspaces are not
 from __future__ import annotations
 
 import collections
+import inspect
 import re
 from typing import Iterable, Optional
 
@@ -153,6 +154,8 @@ def main(argv=None) -> int:
     p.add_argument("--backends", default="inductor,solder")
     p.add_argument("--top", type=int, default=15)
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--gpu-size", action="store_true",
+                   help="on the CPU, build the case at its GPU size (resnet50_train, vit_train)")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("python -m solder.bench.memory needs a CUDA device (it reads the allocator's "
@@ -167,7 +170,13 @@ def main(argv=None) -> int:
         return 2
     on_cpu = args.device == "cpu"
     device = torch.device("cpu") if on_cpu else torch.device("cuda", torch.cuda.current_device())
-    work = case.build(device, False)
+    if args.gpu_size:
+        if "gpu_size" not in inspect.signature(case.build).parameters:
+            print(f"--gpu-size: the case {args.case!r} has one size on the CPU")
+            return 2
+        work = case.build(device, False, gpu_size=True)
+    else:
+        work = case.build(device, False)
     for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
         torch._dynamo.reset()
         reports: list = []

@@ -156,8 +156,10 @@ class _Logits(torch.nn.Module):
         return self.inner(pixel_values=x).logits
 
 
-def resnet50_train(device, quick):
-    batch, side = (2, 64) if quick or device.type == "cpu" else (16, 224)
+def resnet50_train(device, quick, gpu_size=False):
+    # gpu_size: the GPU's sizes on the CPU too (python -m solder.bench.memory --gpu-size)
+    small = (quick or device.type == "cpu") and not gpu_size
+    batch, side = (2, 64) if small else (16, 224)
     torch.manual_seed(0)
     try:
         import torchvision
@@ -180,10 +182,10 @@ def resnet50_train(device, quick):
     return Workload(loss, (x, labels), grad_leaves=params, tolerance=MODEL_TOLERANCE)
 
 
-def vit_train(device, quick):
+def vit_train(device, quick, gpu_size=False):
     from transformers import ViTConfig, ViTForImageClassification
 
-    if quick or device.type == "cpu":
+    if (quick or device.type == "cpu") and not gpu_size:
         config = ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                            intermediate_size=128, image_size=32, patch_size=8,
                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

@@ -59,3 +59,10 @@ def test_a_cpu_call_s_peak_is_read_from_the_profiler_s_allocations():
     line = step.__code__.co_firstlineno
     assert keys == [f"test_bench_memory.py:{line} in step aten::add",
                     f"test_bench_memory.py:{line} in step aten::mul"]
+
+
+def test_gpu_size_is_refused_for_a_case_with_one_size_on_the_cpu(capsys):
+    from solder.bench.memory import main
+
+    assert main(["gelu_chain", "--device", "cpu", "--gpu-size"]) == 2
+    assert "one size on the CPU" in capsys.readouterr().out
