@@ -13,7 +13,8 @@ the kernel and the elements:
     python scripts/replay_kernels.py replay DIR
 
     # on the GPU: which compiles of a launch's kernel give the interpreter's values: as
-    # Triton compiles it, ptxas at -O0, LLVM at O1 (no vectorizers), LLVM's optimizations off
+    # Triton compiles it, ptxas at -O0, -O1 and -O2, LLVM at O1 (no vectorizers), LLVM's
+    # optimizations off
     python scripts/replay_kernels.py compilers DIR [--launch launch0000.pt ...]
 
 Replay prints one line per launch (graph, kernel, config, verdict) and, for a launch whose
@@ -175,6 +176,9 @@ def replay(folder: str) -> int:
 COMPILERS = {
     "as Triton compiles it": ({}, None),
     "ptxas -O0": ({"DISABLE_PTXAS_OPT": "1"}, None),
+    # (PTXAS_OPTIONS is Triton's: the ``ptx_options`` every kernel's compile passes to ptxas)
+    "ptxas -O1": ({"PTXAS_OPTIONS": "--opt-level 1"}, None),
+    "ptxas -O2": ({"PTXAS_OPTIONS": "--opt-level 2"}, None),
     "LLVM at O1": ({}, "OPTIMIZE_O1"),
     "LLVM off": ({"DISABLE_LLVM_OPT": "1"}, None),
 }
