@@ -51,7 +51,7 @@ def test_the_interpreter_computes_what_was_recorded_for_seed_780169s_pad_kernel(
 
 @pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
                     reason="compiles the kernel for a GPU")
-@pytest.mark.xfail(strict=True, reason="ptxas -O3 miscompiles this kernel (docs/fuzz-runs.md, "
+@pytest.mark.xfail(strict=True, reason="ptxas at -O1 to -O3 miscompiles this kernel (docs/fuzz-runs.md, "
                                        "seed 780169); strict, so that a fix shows here")
 def test_seed_780169s_pad_kernel_compiled_for_the_gpu_computes_its_source():
     rec = torch.load(DATA / "seed780169_pad_kernel_launch.pt", weights_only=False)
