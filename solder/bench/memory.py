@@ -155,7 +155,8 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=15)
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--gpu-size", action="store_true",
-                   help="on the CPU, build the case at its GPU size (resnet50_train, vit_train)")
+                   help="on the CPU, build the case at its GPU size (resnet50_train, vit_train, "
+                        "llama_train)")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("python -m solder.bench.memory needs a CUDA device (it reads the allocator's "

@@ -31,10 +31,10 @@ def gpt2(device, quick):
     return Workload(forward, (ids,), tolerance=MODEL_TOLERANCE)
 
 
-def llama_train(device, quick):
+def llama_train(device, quick, gpu_size=False):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    if quick or device.type == "cpu":
+    if (quick or device.type == "cpu") and not gpu_size:
         sizes = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                      num_key_value_heads=4, intermediate_size=176, vocab_size=512,
                      max_position_embeddings=128)
