@@ -278,8 +278,8 @@ MODEL_CASES = [
          "backward, dropout off), batch 8x512", bert_train, needs=("transformers",)),
     Case("vit", "transformers ViTForImageClassification B/16 224, bf16 inference, batch 64", vit,
          needs=("transformers",)),
-    Case("resnet50_train", "torchvision resnet50 training step, bf16 autocast, batch 16 (transformers' "
-         "ResNet-50 where torchvision does not import)",
+    Case("resnet50_train", "torchvision resnet50 training step, bf16 autocast, batch 16 "
+         "(transformers' ResNet-50 where torchvision does not import)",
          resnet50_train, needs=("transformers",)),
     Case("vit_train", "transformers ViTForImageClassification B/16 224 training step, bf16 "
          "autocast (dropout off), batch 16", vit_train, needs=("transformers",)),
