@@ -15,11 +15,12 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from ..ir.nodes import PLAIN_OUTPUTS
+from ..ir.nodes import DONATED_INPUTS, PLAIN_OUTPUTS
 from ..pipeline import CompileContext, child_answer, compile_graph
 from ..runtime.forked_compile import ForkedWork, available as forked_compile_available
 from .cse import eliminate_common_subexpressions
 from .decompositions import solder_decompositions
+from .donated_inputs import donated_inputs
 from .empty_tangents import zero_empty_tangent_gradients
 from .passes import prepare_graph
 from .attention_backends import restricted as attention_backends_restricted
@@ -78,6 +79,8 @@ def _compiler(kind: str, ctx: CompileContext):
         with paused_gc(ctx.config.pause_gc):
             if kind == "forward":
                 gm.meta[PLAIN_OUTPUTS] = outputs_without_grad()
+            if kind == "backward":
+                gm.meta[DONATED_INPUTS] = donated_inputs(gm)
             prepare_graph(gm)
             compiled = compile_graph(gm, example_inputs, kind, ctx)
         if ctx.config.cuda_graphs:

@@ -6,11 +6,12 @@ steps in order, a buffer whose last reader has run goes into a pool keyed by (dt
 storage span); a later allocation with the same key takes it over (renamed, or reinterpreted when
 its strides differ) instead of allocating. Reuse is exact-size, so peak memory never grows.
 
-Only storage that nothing else can still reach is donated: buffers Solder allocated itself and
-fresh results of library calls. Never a graph input or output, a buffer another buffer writes into
-(a scatter's or in-place update's target, whose storage lives on under the writer's name), an
-element of a library call's result tuple, or anything a user Triton kernel was given (its results
-are the same storage under new names).
+Only storage that nothing else can still reach is donated: buffers Solder allocated itself,
+fresh results of library calls, and a backward's saved tensors that AOTAutograd donates (it then
+refuses ``retain_graph=True``: the backward is their last holder). Never another graph input,
+an output, a buffer another buffer writes into (a scatter's or in-place update's target, whose
+storage lives on under the writer's name), an element of a library call's result tuple, or
+anything a user Triton kernel was given (its results are the same storage under new names).
 """
 from __future__ import annotations
 
@@ -81,7 +82,9 @@ def plan_reuse(graph, steps, last_use: dict, keep: set, in_place: bool = True) -
 
     plan = ReusePlan()
     pool: dict = {}          # key -> [donor names], most recently freed last
-    donatable: set = set()   # allocated (or returned fresh by a library call) and unaliased
+    # allocated (or returned fresh by a library call) and unaliased; and a backward's inputs
+    # that AOTAutograd donated (capture/donated_inputs.py)
+    donatable: set = {b.name for b in graph.buffers if getattr(b, "donated", False)}
 
     def take(buf):
         if buf.layout is None or buf.name in never:
@@ -127,16 +130,19 @@ def plan_reuse(graph, steps, last_use: dict, keep: set, in_place: bool = True) -
 
 
 def _in_place_donor(k: Kernel, buf, dying, donatable: set, never: set, by_name):
-    """A buffer dying at pointwise kernel ``k`` that only ``buf``'s own value reads, and only
-    at the element it writes (same layout, no gather), so that ``buf`` may be written over it;
+    """A buffer dying at kernel ``k`` that only ``buf``'s own value reads, and only at the
+    element it writes (the same storage, no gather), so that ``buf`` may be written over it;
     else None. Only ``buf``'s value: another result of the kernel that reads it could load it
     after ``buf``'s store (fuzz seeds 721294, 721781, 722001: a bool read after an index
-    check's flag was stored over it). Pointwise only: a kernel over rows may read a row again
-    after writing part of it."""
+    check's flag was stored over it). In a kernel over rows, which may read a row again after
+    writing part of it, only where no other member reads the donor at all
+    (``_read_before_written``)."""
     p = k.prepared.get(buf.name)
-    if k.rnumel != 1 or p is None or p.store_binds or getattr(buf, "scatter", None) is not None \
+    if p is None or p.store_binds or getattr(buf, "scatter", None) is not None \
             or buf.layout is None or buf.name in never:
         return None
+    if k.rnumel != 1 and (p.level != "r" or p.reduction_type is not None):
+        return None   # in a reduction kernel, only a result stored per element of the row
 
     def loads(q):
         return [ld for v in (q.value, q.store_mask, *(b for _, b in q.store_binds))
@@ -149,13 +155,26 @@ def _in_place_donor(k: Kernel, buf, dying, donatable: set, never: set, by_name):
         if d not in donatable or d in never or d in others or donor is None \
                 or donor.layout is None:
             continue
-        if _key(donor.layout) != _key(buf.layout) or not _same_layout(donor.layout, buf.layout) \
+        if _key(donor.layout) != _key(buf.layout) or not _same_storage(donor.layout, buf.layout) \
                 or sympy.expand(sympy.sympify(donor.layout.offset) - buf.layout.offset) != 0:
             continue
         reads = [ld for ld in own if ld.args[0] == d]
-        if reads and all(not ld.args[3] and equal(ld.args[1], p.store_index) for ld in reads):
+        if reads and all(not ld.args[3] and equal(ld.args[1], p.store_index) for ld in reads) \
+                and (k.rnumel == 1 or _read_before_written(k, buf.name, d, p.store_index)):
             return d
     return None
+
+
+def _read_before_written(k: Kernel, name: str, d: str, store_index) -> bool:
+    """In a reduction kernel, whether ``name``'s own value is the only reader of ``d`` (every
+    member of the kernel checked, those kept in registers too): each element's store then
+    follows its one load, as in a pointwise kernel. A log-softmax's gradient written over the
+    saved logits it reads (inductor does the same with AOTAutograd's donated buffers) passes;
+    a row's max or sum over the donor in the same kernel does not: the C++ target declares the
+    two pointers restrict, and its compiler may order such a read after the store."""
+    return not any(ld.args[0] == d for other, q in k.prepared.items() if other != name
+                   for v in (q.value, q.store_mask, *(b for _, b in q.store_binds))
+                   if v is not None for ld in E.loads_of(v))
 
 
 def writes_into_given_storage(buf) -> bool:
@@ -169,6 +188,15 @@ def writes_into_given_storage(buf) -> bool:
 def _fresh_library_result(buf) -> bool:
     return (isinstance(buf, ExternBuffer) and buf.kind == "extern" and buf.tuple_of is None
             and buf.layout is not None)
+
+
+def _same_storage(a: Layout, b: Layout) -> bool:
+    """The same layout, or both contiguous over the same elements (a backward's saved logits,
+    (4096, 32000), and their gradient, (4, 1024, 32000)): the wrapper reinterprets the donor."""
+    if _same_layout(a, b):
+        return True
+    return a.is_contiguous() and b.is_contiguous() and \
+        sympy.expand(sympy.sympify(a.numel) - b.numel) == 0
 
 
 def _same_layout(a: Layout, b: Layout) -> bool:

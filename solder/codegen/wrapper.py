@@ -113,6 +113,9 @@ class WrapperGen:
         last_use = self._last_uses()
         keep = self._output_buffers()
         self.plan = plan_reuse(g, self.steps, last_use, keep, self.in_place)
+        if any(getattr(g.by_name.get(d), "donated", False) for d in self.plan.reuse.values()):
+            self.emit(f"S.check_donated_inputs({self.graph_name!r})  # it writes over saved "
+                      "tensors")
         tensor_inputs = {name for kind, name, _ in g.inputs if kind == "tensor"}
         unused = sorted(tensor_inputs - set(last_use) - keep)
         if unused:
@@ -225,8 +228,13 @@ class WrapperGen:
         lay = buf.layout
         donor = self.plan.reuse.get(buf.name) if self.plan is not None else None
         if donor is not None and buf.name in self.plan.in_place:
-            self.emit(f"{buf.name} = {donor}  # written in place: its kernel reads {donor} only "
-                      "at the elements it writes")
+            dlay = self.graph.by_name[donor].layout
+            same = self._tuple(dlay.size) == self._tuple(lay.size) and \
+                self._tuple(dlay.stride) == self._tuple(lay.stride)
+            target = donor if same else \
+                f"R({donor}, {self._tuple(lay.size)}, {self._tuple(lay.stride)}, 0)"
+            self.emit(f"{buf.name} = {target}  # written in place: its kernel reads {donor} "
+                      "only at the elements it writes")
             return
         if donor is not None:
             dlay = self.graph.by_name[donor].layout

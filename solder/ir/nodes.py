@@ -131,6 +131,9 @@ class Buffer:
 @dataclass(eq=False)
 class InputBuffer(Buffer):
     position: int = 0
+    # a backward's saved tensor that AOTAutograd donated: its storage may be written over
+    # once it is dead (capture/donated_inputs.py)
+    donated: bool = False
 
 
 @dataclass(eq=False)
@@ -225,3 +228,6 @@ def collect_buffer_args(args, out: set):
 # gm.meta key (capture/aot.py sets it on a forward graph): positions of the outputs that
 # AOTAutograd hands to the caller as they are; a view among them is returned as a real view
 PLAIN_OUTPUTS = "solder_plain_outputs"
+# gm.meta key (capture/donated_inputs.py sets it on a backward graph): the placeholder names
+# whose storage the graph may write over once they are dead
+DONATED_INPUTS = "solder_donated_inputs"

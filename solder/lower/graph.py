@@ -18,8 +18,8 @@ import torch.fx as fx
 from ..config import Config
 from ..ir import expr as E
 from ..ir.target import Target
-from ..ir.nodes import (PLAIN_OUTPUTS, BufferArg, Buffer, ComputedBuffer, ExternBuffer,
-                        InputBuffer, Layout, Pointwise, contiguous_strides, fresh_strides,
+from ..ir.nodes import (DONATED_INPUTS, PLAIN_OUTPUTS, BufferArg, Buffer, ComputedBuffer,
+                        ExternBuffer, InputBuffer, Layout, Pointwise, contiguous_strides, fresh_strides,
                         int_or_big, is_non_overlapping)
 from ..provenance import source_of
 from . import registry
@@ -241,7 +241,8 @@ class GraphLowering:
             name = f"arg{position}"
             layout = Layout(tuple(sym_list(val.shape)), tuple(sym_list(val.stride())),
                             sympy.Integer(0), val.dtype, val.device)
-            self.add_buffer(InputBuffer(name, layout, position=position))
+            donated = node.name in self.gm.meta.get(DONATED_INPUTS, ())
+            self.add_buffer(InputBuffer(name, layout, position=position, donated=donated))
             self.inputs.append(("tensor", name, val))
             self.env[node] = Stored(name, layout, root_meta_offset=sym(val.storage_offset()))
         elif isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):

@@ -81,7 +81,7 @@ def _description(gm) -> tuple:
     value and its source lines (which kernel comments quote), and the graph's own metadata.
     Read off the nodes rather than printed as the graph's code: an 8-layer LLaMA step's two
     graphs took 33 ms to print on the CPU, 5 ms to describe this way."""
-    from ..ir.nodes import PLAIN_OUTPUTS
+    from ..ir.nodes import DONATED_INPUTS, PLAIN_OUTPUTS
     from ..provenance import source_of
     nodes = tuple((node.name, node.op, _target(node.target), _arg(node.args), _arg(node.kwargs),
                    _meta(node.meta.get("val")), tuple(source_of(node)))
@@ -90,7 +90,10 @@ def _description(gm) -> tuple:
     # they are (a view among them is returned as a real view: the same nodes make another
     # wrapper when an input's requires_grad differs)
     plain = gm.meta.get(PLAIN_OUTPUTS)
-    return nodes + ((PLAIN_OUTPUTS, None if plain is None else tuple(sorted(plain))),)
+    # and which inputs a backward may write over (AOTAutograd's donated saved tensors)
+    donated = tuple(sorted(gm.meta.get(DONATED_INPUTS, ())))
+    return nodes + ((PLAIN_OUTPUTS, None if plain is None else tuple(sorted(plain))),
+                    (DONATED_INPUTS, donated))
 
 
 def _target(t) -> str:

@@ -39,6 +39,20 @@ def ensure_layout(t, size, stride):
     return out
 
 
+def check_donated_inputs(graph: str) -> None:
+    """Raises unless this backward runs once: it writes over saved tensors AOTAutograd donated
+    (capture/donated_inputs.py), which a retained graph would read again. AOTAutograd checks
+    the same before each backward while ``torch._functorch.config.donated_buffer`` is on; this
+    holds if the flag was turned off after the graph compiled."""
+    keep = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+    if keep is not None and keep():
+        raise RuntimeError(
+            f"Solder: {graph} writes over the tensors its forward saved (AOTAutograd donated "
+            "them), so it runs once per forward: call backward() without retain_graph=True or "
+            "create_graph=True, or set torch._functorch.config.donated_buffer = False before "
+            "compiling")
+
+
 def _as_strided_by_increment(t, size, stride, offset_increment=0):
     return torch.as_strided(t, size, stride, t.storage_offset() + offset_increment)
 
