@@ -71,11 +71,13 @@ def graph_key(gm, kind: str, config, interpreting: bool) -> str:
 
 def fingerprint(gm) -> str:
     """A hash of everything lowering reads from ``gm`` (``_description``). A forked child's
-    code is used only for a graph with its fingerprint."""
-    return hashlib.sha256(repr(_description(gm)).encode()).hexdigest()
+    code is used only for a graph with its fingerprint. The donated inputs are left out: the
+    child lowers the backward before AOTAutograd names them, and code that writes over none
+    of them is right for a graph that allows it (it only holds more memory)."""
+    return hashlib.sha256(repr(_description(gm, donated=False)).encode()).hexdigest()
 
 
-def _description(gm) -> tuple:
+def _description(gm, donated: bool = True) -> tuple:
     """What lowering reads from ``gm``, as plain data whose ``repr`` is the same in every
     process: each node's name, kind, target and arguments (other nodes by name), its example
     value and its source lines (which kernel comments quote), and the graph's own metadata.
@@ -91,9 +93,10 @@ def _description(gm) -> tuple:
     # wrapper when an input's requires_grad differs)
     plain = gm.meta.get(PLAIN_OUTPUTS)
     # and which inputs a backward may write over (AOTAutograd's donated saved tensors)
-    donated = tuple(sorted(gm.meta.get(DONATED_INPUTS, ())))
-    return nodes + ((PLAIN_OUTPUTS, None if plain is None else tuple(sorted(plain))),
-                    (DONATED_INPUTS, donated))
+    out = nodes + ((PLAIN_OUTPUTS, None if plain is None else tuple(sorted(plain))),)
+    if donated:
+        out += ((DONATED_INPUTS, tuple(sorted(gm.meta.get(DONATED_INPUTS, ())))),)
+    return out
 
 
 def _target(t) -> str:
