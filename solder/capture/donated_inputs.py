@@ -9,14 +9,12 @@ may then take over such an input's storage, as inductor's backward does: an 8-la
 step's logits gradient, (4096, 32000) bf16, written over the saved logits, 250 MiB less at
 its peak (docs/perf-notes.md). AOTAutograd does not check two saved tensors against each
 other, so an input that shares its storage with another input of the backward is not donated
-here.
+here. The names go into ``gm.meta[ir.nodes.DONATED_INPUTS]`` (capture/aot.py).
 """
 from __future__ import annotations
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
-
-from ..ir.nodes import DONATED_INPUTS  # noqa: F401  (the gm.meta key this fills)
 
 
 def donated_inputs(gm: torch.fx.GraphModule) -> frozenset:

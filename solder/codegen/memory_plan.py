@@ -135,8 +135,9 @@ def _in_place_donor(k: Kernel, buf, dying, donatable: set, never: set, by_name):
     else None. Only ``buf``'s value: another result of the kernel that reads it could load it
     after ``buf``'s store (fuzz seeds 721294, 721781, 722001: a bool read after an index
     check's flag was stored over it). In a kernel over rows, which may read a row again after
-    writing part of it, only where no other member reads the donor at all
-    (``_read_before_written``)."""
+    writing part of it, only where no other member reads the donor at all: the log-softmax
+    backward's gradient over the saved logits (inductor does the same with AOTAutograd's
+    donated buffers), not a softmax backward, whose row sum reads its saved output."""
     p = k.prepared.get(buf.name)
     if p is None or p.store_binds or getattr(buf, "scatter", None) is not None \
             or buf.layout is None or buf.name in never:
@@ -148,8 +149,12 @@ def _in_place_donor(k: Kernel, buf, dying, donatable: set, never: set, by_name):
         return [ld for v in (q.value, q.store_mask, *(b for _, b in q.store_binds))
                 if v is not None for ld in E.loads_of(v)]
     own = loads(p)
+    # in a pointwise kernel the members kept in registers are inside the stored values; in a
+    # kernel over rows they are read in their own loops (a row's sum over the donor), so every
+    # member counts: the C++ target declares the pointers restrict, and its compiler may order
+    # such a read after the store
     others = {ld.args[0] for name, q in k.prepared.items()
-              if name != buf.name and name in k.stores for ld in loads(q)}
+              if name != buf.name and (name in k.stores or k.rnumel != 1) for ld in loads(q)}
     for d in dying:
         donor = by_name.get(d)
         if d not in donatable or d in never or d in others or donor is None \
@@ -159,22 +164,9 @@ def _in_place_donor(k: Kernel, buf, dying, donatable: set, never: set, by_name):
                 or sympy.expand(sympy.sympify(donor.layout.offset) - buf.layout.offset) != 0:
             continue
         reads = [ld for ld in own if ld.args[0] == d]
-        if reads and all(not ld.args[3] and equal(ld.args[1], p.store_index) for ld in reads) \
-                and (k.rnumel == 1 or _read_before_written(k, buf.name, d, p.store_index)):
+        if reads and all(not ld.args[3] and equal(ld.args[1], p.store_index) for ld in reads):
             return d
     return None
-
-
-def _read_before_written(k: Kernel, name: str, d: str, store_index) -> bool:
-    """In a reduction kernel, whether ``name``'s own value is the only reader of ``d`` (every
-    member of the kernel checked, those kept in registers too): each element's store then
-    follows its one load, as in a pointwise kernel. A log-softmax's gradient written over the
-    saved logits it reads (inductor does the same with AOTAutograd's donated buffers) passes;
-    a row's max or sum over the donor in the same kernel does not: the C++ target declares the
-    two pointers restrict, and its compiler may order such a read after the store."""
-    return not any(ld.args[0] == d for other, q in k.prepared.items() if other != name
-                   for v in (q.value, q.store_mask, *(b for _, b in q.store_binds))
-                   if v is not None for ld in E.loads_of(v))
 
 
 def writes_into_given_storage(buf) -> bool:

@@ -227,23 +227,16 @@ class WrapperGen:
     def _alloc(self, buf):
         lay = buf.layout
         donor = self.plan.reuse.get(buf.name) if self.plan is not None else None
-        if donor is not None and buf.name in self.plan.in_place:
-            dlay = self.graph.by_name[donor].layout
-            same = self._tuple(dlay.size) == self._tuple(lay.size) and \
-                self._tuple(dlay.stride) == self._tuple(lay.stride)
-            target = donor if same else \
-                f"R({donor}, {self._tuple(lay.size)}, {self._tuple(lay.stride)}, 0)"
-            self.emit(f"{buf.name} = {target}  # written in place: its kernel reads {donor} "
-                      "only at the elements it writes")
-            return
         if donor is not None:
             dlay = self.graph.by_name[donor].layout
-            if self._tuple(dlay.size) == self._tuple(lay.size) and \
-                    self._tuple(dlay.stride) == self._tuple(lay.stride):
-                self.emit(f"{buf.name} = {donor}; del {donor}  # reuse")
+            storage = donor if self._tuple(dlay.size) == self._tuple(lay.size) and \
+                self._tuple(dlay.stride) == self._tuple(lay.stride) else \
+                f"R({donor}, {self._tuple(lay.size)}, {self._tuple(lay.stride)}, 0)"
+            if buf.name in self.plan.in_place:   # the donor's name is dropped after the kernel
+                self.emit(f"{buf.name} = {storage}  # written in place: its kernel reads "
+                          f"{donor} only at the elements it writes")
             else:
-                self.emit(f"{buf.name} = R({donor}, {self._tuple(lay.size)}, "
-                          f"{self._tuple(lay.stride)}, 0); del {donor}  # reuse")
+                self.emit(f"{buf.name} = {storage}; del {donor}  # reuse")
             return
         dev = self._device_const(lay.device)
         self.emit(f"{buf.name} = torch.empty_strided({self._tuple(lay.size)}, "

@@ -19,8 +19,8 @@ from ..config import Config
 from ..ir import expr as E
 from ..ir.target import Target
 from ..ir.nodes import (DONATED_INPUTS, PLAIN_OUTPUTS, BufferArg, Buffer, ComputedBuffer,
-                        ExternBuffer, InputBuffer, Layout, Pointwise, contiguous_strides, fresh_strides,
-                        int_or_big, is_non_overlapping)
+                        ExternBuffer, InputBuffer, Layout, Pointwise, contiguous_strides,
+                        fresh_strides, int_or_big, is_non_overlapping)
 from ..provenance import source_of
 from . import registry
 from .registry import Call, Decline, op_name
