@@ -32,7 +32,8 @@
 #   comparison);
 # - random values (LAWS) by their law: range, mean, spread, fraction of zeros for dropout;
 # - gradients: eager's, or the right one where eager's derivative is wrong: as_strided_scatter's
-#   input gradient, recomputed with a correct as_strided_scatter (see execute.py);
+#   input gradient, recomputed with a correct as_strided_scatter (see execute.py), with that
+#   run's own float64 reference and rounding-noise runs (eager's measure its wrong gradient);
 # - an input's gradient that eager leaves None matches zeros, and the other way around;
 # - a gradient element that is NaN or infinite in eager and in the reference may be either in
 #   the compiled run: a backward that sums infinities gives inf or NaN by its order of terms,
@@ -231,7 +232,7 @@ def verdict(eager, comp, ref=None, fixed=None, floor=None, jittered=None, other=
                          others.get(e.label))
         if found and found[0] == "value" and e.label in fixes:
             fix = fixes[e.label]
-            if _differs(fix, c, fix.ref, floor, None) is None:
+            if _differs(fix, c, fix.ref, floor, getattr(fix, "noisy", None) or None) is None:
                 found = None
         if found:
             bad.append((e.label,) + found)

@@ -146,16 +146,29 @@ def run_corrected(fn, make_inputs, laws, rng_seed, grad=False):
     """Eager under ``corrected_eager``, in the program's dtypes, each observed value carrying
     the same value computed in float64 as its ``ref``: where eager's own gradient is wrong the
     float64 reference of the comparison is too, and a low-precision gradient summed from
-    cancelling terms is judged against the corrected float64 one."""
+    cancelling terms is judged against the corrected float64 one. Each also carries the
+    corrected runs with rounding noise (``noisy``): eager's noisy runs measure the sensitivity
+    of eager's wrong gradient, not of the right one (fuzz seed 1001662: the wrong gradient
+    into a batch norm over a constant channel is zero there, the right one is amplified by
+    1/sqrt(eps) and rounded)."""
     with corrected_eager():
         fixed = run(fn, make_inputs, laws, rng_seed, grad=grad)
         try:
             up = run(fn, make_inputs, laws, rng_seed, up=True, grad=grad)
         except Exception:  # noqa: BLE001 - then the fixed run is compared without it
             up = None
+        try:
+            noisy = [run(fn, make_inputs, laws, rng_seed, grad=grad, noise=k)
+                     for k in NOISE_RUNS]
+        except Exception:  # noqa: BLE001 - then its rounding noise excuses nothing
+            noisy = []
     for o, u in zip(fixed, up or []):
         if o.label == u.label:
             o.ref = u
+    for run_ in noisy:
+        for o, n in zip(fixed, run_):
+            if o.label == n.label:
+                o.noisy.append(n)
     return fixed
 
 
@@ -188,7 +201,7 @@ def run_on_cpu(fn, make_inputs, laws, rng_seed, grad=False):
 class Observed:
     """One observable value after a call: a tensor (or None: an unused input's gradient)."""
     __slots__ = ("label", "tensor", "requires_grad", "strides", "offset", "alias", "law",
-                 "meta_strides", "ref")
+                 "meta_strides", "ref", "noisy")
 
     def __init__(self, label, t, alias=None, law=None):
         self.label = label
@@ -199,6 +212,7 @@ class Observed:
         self.alias, self.law = alias, law
         self.meta_strides = []      # what PyTorch's meta functions predict (attach_meta_strides)
         self.ref = None             # the same value in float64 (run_corrected's runs)
+        self.noisy = []             # the same with rounding noise (run_corrected's runs)
 
 
 def _storage_of(t):

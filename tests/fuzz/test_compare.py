@@ -541,3 +541,54 @@ def test_a_seed_whose_draws_all_fail_on_a_dead_gpu_ends_its_worker(monkeypatch):
     assert out.kind == fuzz_run.EAGER_REJECTED and out.poisoned
     monkeypatch.setattr(fuzz_run, "_device_alive", lambda: True)
     assert not fuzz_run.check_seed(7, cfg).poisoned
+
+
+def test_the_corrected_gradient_is_judged_by_its_own_rounding_noise():
+    # seed 1001662: eager's as_strided_scatter derivative sends a zero gradient into a batch
+    # norm over constant float16 channels, so eager's gradient, and its rounding-noise runs,
+    # are exact zeros there; the right gradient (the corrected run, and Solder's) is that
+    # norm's 1/sqrt(eps) times the upstream one, rounded to float16 per element, and its sum
+    # over a channel a rounding residue of several units. Judged by eager's noise runs it was
+    # "wrong"; the corrected run carries noise runs of its own
+    import copy
+
+    import torch.nn.functional as F
+    from solder.fuzz.execute import run, run_corrected
+
+    base = torch.tensor([[[1.4678], [-0.0381]]], dtype=torch.float16)
+    src = torch.tensor([0.25, 3.0], dtype=torch.float16)
+    index = torch.tensor([4, 1, 3, 1, 4, 1, 3, 3, 0, 4, 4, 0]).view(3, 2, 2)
+
+    def make_inputs(up=False, grad=False):
+        leaf = (base.double() if up else base.clone()).requires_grad_(grad)
+        return [leaf.clone().expand(5, 2, 4)], [], [("a0", leaf)]
+
+    def fn(a0):
+        w = torch.tensor([-2.0, -0.25], dtype=a0.dtype)
+        v0 = F.batch_norm(a0, None, None, w, torch.full((2,), -1.5, dtype=a0.dtype),
+                          training=True)
+        v3 = torch.as_strided_scatter(v0.contiguous(), src.to(a0.dtype), (2,), (18,), 11)
+        return (torch.gather(v3, 0, index).expand(2, -1, -1, 2),)
+    label = "gradient of a0"
+    eager = run(fn, make_inputs, {}, 0, grad=True)
+    fixed = run_corrected(fn, make_inputs, {}, 0, grad=True)
+    k = [o.label for o in eager].index(label)
+    fix = fixed[k]
+    assert len(fix.noisy) >= 2 and fix.ref is not None
+    moves = [float((n.tensor.double() - fix.tensor.double()).abs().max()) for n in fix.noisy]
+    # the right gradient moves by units when its roundings move...
+    from solder.fuzz.execute import NOISE_RUNS     # ...eager's wrong one is not
+    eager_moves = [float((run(fn, make_inputs, {}, 0, grad=True, noise=n)[k].tensor.double()
+                          - eager[k].tensor.double()).abs().max()) for n in NOISE_RUNS]
+    assert max(moves) > 5 * max(eager_moves)
+    # a compiled gradient the right one's rounding residue away passes; one far off does not
+    shift = torch.tensor([[[max(moves)], [0.0]]], dtype=torch.float64)
+    comp = copy.copy(eager)
+    comp[k] = copy.copy(eager[k])
+    comp[k].tensor = (fix.tensor.double() + shift).to(torch.float16)
+    assert verdict(eager, comp, fixed=fixed) == []
+    without = [copy.copy(o) for o in fixed]
+    without[k].noisy = []
+    assert [d[0] for d in verdict(eager, comp, fixed=without)] == [label]
+    comp[k].tensor = (fix.tensor.double() + 40 * shift).to(torch.float16)
+    assert [d[0] for d in verdict(eager, comp, fixed=fixed)] == [label]
