@@ -83,9 +83,10 @@ class Config:
         "sum) runs as two: partial results over chunks of the rows, then their reduction, so that "
         "enough programs run to fill the GPU (lower/split_reductions.py)", True)
     cpu_codegen: bool = _setting(
-        False, "graphs on the CPU (without TRITON_INTERPRET) run as generated C++ kernels, "
-        "compiled with the system's C++ compiler, instead of eager's own ops (experimental: "
-        "ops the native target lacks run in ATen; runtime/native.py)", True)
+        True, "graphs on the CPU (without TRITON_INTERPRET) run as generated C++ kernels, "
+        "compiled with the system's C++ compiler (CXX, else g++, c++ or clang++; ops the native "
+        "target lacks run in ATen; runtime/native.py); off, or with no compiler found, a CPU "
+        "graph runs as Dynamo captured it, in eager's own ops", True)
     cuda_graphs: bool = _setting(
         False, "replay each compiled inference graph as a CUDA graph, recorded at its second "
         "call of each input size (mode='reduce-overhead' turns it on; what declines, and why, "

@@ -357,23 +357,22 @@ def _compile_native(gm, kind: str, config: Config, name: str, report: GraphRepor
     return compiled
 
 
-CPU_REASON = ("its tensors are on the CPU: Solder generates GPU kernels (set TRITON_INTERPRET=1 "
-              "to run them on the CPU through Triton's interpreter)")
+CPU_REASON = ("its tensors are on the CPU and cpu_codegen is off: the graph runs as Dynamo "
+              "captured it (Solder's Triton kernels run on a CPU only through Triton's "
+              "interpreter, TRITON_INTERPRET=1)")
+NO_COMPILER_REASON = ("its tensors are on the CPU, but no C++ compiler was found for the native "
+                      "CPU target (set CXX to one)")
 
 
 def _note_cpu_fallback(report: GraphReport, name: str, config: Config) -> None:
-    reason = CPU_REASON
-    if config.cpu_codegen:   # asked for, but native_cpu() said no
-        reason = ("its tensors are on the CPU and cpu_codegen is on, but no C++ compiler was "
-                  "found (set CXX to one)")
+    # native_cpu() said no: cpu_codegen off, or on with no compiler found
+    reason = NO_COMPILER_REASON if config.cpu_codegen else CPU_REASON
     report.fallbacks.append(CallReport("whole graph", reason))
     if config.cuda_graphs:
         report.cuda_graphs = "not replayed: its inputs are CPU tensors (the graph runs in ATen)"
     logs.say_once(
-        "cpu", "Solder: %s runs in ATen, not compiled: its tensors are on the CPU, and Solder's "
-        "Triton kernels run on a CPU only in Triton's interpreter. Move the model and its "
-        "inputs to a GPU, or set TRITON_INTERPRET=1 in the environment before Python starts "
-        "(slow: for testing). Said once; solder.explain lists each such graph.", name)
+        "cpu", "Solder: %s runs in ATen, not compiled: %s. Said once; solder.explain lists "
+        "each such graph.", name, reason)
 
 
 def run_as_captured_on_cpu(gm: fx.GraphModule, ctx: CompileContext) -> Optional[Callable]:

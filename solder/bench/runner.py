@@ -29,6 +29,10 @@ from solder.bench.report import ERROR, FAILED, OK, SKIPPED, BackendResult, CaseR
 # measures a cold compile. Inductor's caches are turned off for the whole run instead, through
 # torch.compiler.config (see cli.cold_cache_environment).
 COLD_OPTIONS = {"solder": {"cache": False}}
+# Solder's backends by their CPU path: the configured one (generated C++ by default), the
+# native target asked for by name, and the graphs as Dynamo captured them, in ATen
+SOLDER_CPU_PATHS = {"solder": {}, "solder-native": {"cpu_codegen": True},
+                    "solder-aten": {"cpu_codegen": False}}
 
 
 @dataclass(frozen=True)
@@ -53,13 +57,11 @@ def compile_for(fn: Callable, backend: str, reports: list | None = None) -> Call
         compile_ = functools.partial(torch.compile, dynamic=True)
     else:
         compile_ = torch.compile
-    if base in ("solder", "solder-native"):
+    if base in SOLDER_CPU_PATHS:
         from solder import config
         from solder.backend import backend_for
         from solder.pipeline import CompileContext
-        # solder-native: CPU graphs as C++ (the native CPU target)
-        options = dict(COLD_OPTIONS["solder"], cuda_graphs=ro,
-                       cpu_codegen=base == "solder-native")
+        options = dict(COLD_OPTIONS["solder"], cuda_graphs=ro, **SOLDER_CPU_PATHS[base])
         ctx = CompileContext(config.resolve(options))
         if reports is not None:
             reports.append(ctx)

@@ -68,22 +68,24 @@ def test_solder_debug_backend_runs_graphs_eagerly():
     assert out.shape == (3, 5)
 
 
-def test_cpu_graph_without_interpreter_runs_eagerly_and_says_so(monkeypatch):
+def test_cpu_graph_with_the_native_target_off_runs_eagerly_and_says_so(monkeypatch):
     import solder.pipeline as P
     monkeypatch.setattr(P, "_interpreting", lambda: False)
+    monkeypatch.setenv("SOLDER_CPU_CODEGEN", "0")
     x = torch.randn(4, device="cpu")
     r = solder.explain(lambda t: t.sin() * 2, x)
     assert r.kernel_count == 0
-    assert any(f.op == "whole graph" and "CPU" in f.reason for f in r.fallbacks)
+    assert any(f.op == "whole graph" and "cpu_codegen is off" in f.reason for f in r.fallbacks)
     out = torch.compile(lambda t: t.sin() * 2, backend="solder")(x)
     assert torch.allclose(out, x.sin() * 2)
 
 
-def test_cpu_graph_without_interpreter_runs_as_dynamo_captured_it(monkeypatch):
+def test_cpu_graph_left_to_aten_runs_as_dynamo_captured_it(monkeypatch):
     """Not AOTAutograd's decomposed graph op by op (gelu as nine ops): eager's own kernels,
     gradients through eager autograd."""
     import solder.pipeline as P
     monkeypatch.setattr(P, "_interpreting", lambda: False)
+    monkeypatch.setenv("SOLDER_CPU_CODEGEN", "0")
 
     def fn(t):
         return torch.nn.functional.gelu(t * 2 + 1).softmax(-1).sum(-1)
