@@ -3,6 +3,7 @@ JSON. Both renderings come from ``RunResult.to_dict`` so they always agree."""
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -50,16 +51,29 @@ class CaseResult:
     def metrics(self, backend: str, ceiling_gbs: Optional[float]) -> dict:
         """Speedup over eager, time relative to inductor, achieved GB/s and its share of the
         copy ceiling, for one backend (None where not applicable)."""
-        ms, eager, inductor = (self.time_ms(backend), self.time_ms("eager"),
-                               self.time_ms("inductor"))
+        ms = self.time_ms(backend)
         gbs = gb_per_s(self.min_bytes, ms)
         return {
-            "speedup_vs_eager": eager / ms if ms and eager else None,
-            "time_vs_inductor": ms / inductor if ms and inductor else None,
+            "speedup_vs_eager": self.ratio("eager", backend),
+            "time_vs_inductor": self.ratio(backend, "inductor"),
             "gbs": gbs,
             "pct_of_copy": 100 * gbs / ceiling_gbs if gbs and ceiling_gbs else None,
             "spread_pct": spread_pct(self.backends.get(backend)),
         }
+
+
+    def ratio(self, top: str, bottom: str) -> Optional[float]:
+        """top's time over bottom's: with three or more rounds each, the median of the rounds'
+        own ratios (the backends of one round run one after another, so a machine whose speed
+        drifts between rounds, as a shared CPU's does by 2x, moves both alike); else the ratio
+        of their medians."""
+        a, b = self.backends.get(top), self.backends.get(bottom)
+        if a is None or b is None or a.status != OK or b.status != OK \
+                or not a.median_ms or not b.median_ms:
+            return None
+        if len(a.round_ms) >= 3 and len(a.round_ms) == len(b.round_ms):
+            return statistics.median(x / y for x, y in zip(a.round_ms, b.round_ms))
+        return a.median_ms / b.median_ms
 
 
 def spread_pct(r: Optional[BackendResult]) -> Optional[float]:

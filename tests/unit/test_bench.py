@@ -255,3 +255,19 @@ def test_the_small_cpu_model_cases_build_and_run(name):
     with torch.no_grad():
         out = work.fn(*work.inputs)
     assert out.shape[0] == 2 and torch.isfinite(out).all()
+
+
+def test_ratios_pair_each_rounds_times_so_a_drifting_machine_moves_both_alike():
+    # the machine runs at half speed in rounds 2 and 3, and once more while solder alone ran
+    # (round 4); solder takes 0.9x inductor's time whenever both ran at the same speed
+    c = CaseResult("x", backends={
+        "eager": BackendResult("eager", median_ms=2.0, round_ms=[2.0, 4.0, 4.0, 2.0, 2.0]),
+        "inductor": BackendResult("inductor", median_ms=1.0, round_ms=[1.0, 2.0, 2.0, 1.0, 1.0]),
+        "solder": BackendResult("solder", median_ms=1.8, round_ms=[0.9, 1.8, 1.8, 1.8, 0.9]),
+    })
+    m = c.metrics("solder", None)
+    assert m["time_vs_inductor"] == pytest.approx(0.9)     # the medians' ratio says 1.8
+    assert m["speedup_vs_eager"] == pytest.approx(2.0 / 0.9)
+    # fewer than three rounds, or unequal counts: the ratio of the medians
+    c.backends["solder"].round_ms = [0.9, 1.8]
+    assert c.metrics("solder", None)["time_vs_inductor"] == pytest.approx(1.8)
