@@ -69,6 +69,12 @@ def plan_reuse(graph, steps, last_use: dict, keep: set, in_place: bool = True) -
         elif isinstance(b, UserKernelCall):
             never |= b.reads() | {b.name}
             never |= {getattr(b, "written", None)} - {None}
+        elif isinstance(b, ExternBuffer) and b.view_of:
+            # an ATen view run as a fallback (``view(dtype)``) shares its base's memory: the base
+            # is neither pooled when its own last reader is done nor written over in place while
+            # the view may still be read (fuzz seed 1020316: a sort's result took the storage
+            # of a cumprod that a float64 view of it still read)
+            never.add(b.view_of)
 
     dies_after: dict[int, list] = {}
     for name, i in last_use.items():

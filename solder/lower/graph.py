@@ -439,10 +439,12 @@ class GraphLowering:
                                 reason=reason)
             self.add_buffer(call)
             outs = []
+            base = next((a.name for a in cargs if isinstance(a, BufferArg)), None) \
+                if _is_view_op(op) else None
             for i, v in enumerate(val):
                 if isinstance(v, torch.Tensor):
                     item = ExternBuffer(self.new_name(), self._extern_layout(v, args, op), kind="item",
-                                        tuple_of=name, item=i)
+                                        tuple_of=name, item=i, view_of=base)
                     self.add_buffer(item)
                     outs.append(Stored(item.name, item.layout))
                 else:
