@@ -32,8 +32,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--backends", default=DEFAULT_BACKENDS,
                    help="comma-separated: eager, inductor, solder, solder-ro and inductor-ro "
                         "(mode=\"reduce-overhead\": CUDA graphs), solder-native (CPU graphs "
-                        "as C++, Solder's default) and solder-aten (CPU graphs as Dynamo "
-                        "captured them, in ATen), or any Dynamo backend name; a suffix -dyn "
+                        "as C++) and solder-aten (CPU graphs as Dynamo captured them, in "
+                        "ATen: Solder's default there), or any Dynamo backend name; a suffix -dyn "
                         "compiles with dynamic=True (solder-dyn, inductor-dyn)")
     p.add_argument("--json", metavar="PATH", help="also write the results here as JSON")
     p.add_argument("--device", choices=("cuda", "cpu"), default=None,

@@ -29,7 +29,7 @@ from solder.bench.report import ERROR, FAILED, OK, SKIPPED, BackendResult, CaseR
 # measures a cold compile. Inductor's caches are turned off for the whole run instead, through
 # torch.compiler.config (see cli.cold_cache_environment).
 COLD_OPTIONS = {"solder": {"cache": False}}
-# Solder's backends by their CPU path: the configured one (generated C++ by default), the
+# Solder's backends by their CPU path: the configured one (as captured by default), the
 # native target asked for by name, and the graphs as Dynamo captured them, in ATen
 SOLDER_CPU_PATHS = {"solder": {}, "solder-native": {"cpu_codegen": True},
                     "solder-aten": {"cpu_codegen": False}}

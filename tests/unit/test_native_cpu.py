@@ -290,12 +290,12 @@ def test_without_a_compiler_the_graph_runs_as_captured_and_says_why(monkeypatch)
     torch.testing.assert_close(torch.compile(fn, backend="solder", options=OPTIONS)(x), fn(x))
 
 
-def test_cpu_graphs_are_generated_c_plus_plus_by_default_and_as_captured_with_it_off():
+def test_cpu_graphs_run_as_captured_unless_the_option_asks_for_c_plus_plus():
     fn = lambda x: x.sin() + 1  # noqa: E731
     report = solder.explain(fn, torch.randn(4))
-    assert report.kernel_count >= 1 and "as captured" not in str(report), str(report)
-    report = solder.explain(fn, torch.randn(4), options={"cpu_codegen": False})
     assert "as captured" in str(report) and "cpu_codegen is off" in str(report)
+    report = solder.explain(fn, torch.randn(4), options=OPTIONS)
+    assert report.kernel_count >= 1 and "as captured" not in str(report), str(report)
 
 
 def test_random_programs_match_eager_on_the_native_path(monkeypatch):

@@ -1,6 +1,6 @@
 """Solder's log through PyTorch's: ``TORCH_LOGS=solder`` and PyTorch's artifact names show
 the compile lines, generated code, kernels and ATen fallbacks; nothing shows unasked; a CPU
-graph compiles to C++ unsaid, and one left to ATen (the native target off, or no C++
+graph compiled to C++ is unsaid, and one left to ATen (the native target off, or no C++
 compiler) is said once. Each case runs in a fresh process,
 since torch reads ``TORCH_LOGS`` when it is imported."""
 import os
@@ -55,17 +55,18 @@ def test_nothing_is_said_unasked():
     assert "solder" not in err.lower(), err[-3000:]
 
 
-def test_a_cpu_graph_compiles_to_cpp_unsaid_by_default():
-    err = _run({}, cpu=True, interpret=False)
+def test_a_cpu_graph_compiled_to_cpp_is_unsaid():
+    err = _run({"SOLDER_CPU_CODEGEN": "1"}, cpu=True, interpret=False)
     assert "solder" not in err.lower(), err[-3000:]
 
 
 def test_a_cpu_graph_left_to_aten_is_said_once_with_the_reason(tmp_path):
-    err = _run({"SOLDER_CPU_CODEGEN": "0"}, cpu=True, interpret=False)
+    err = _run({}, cpu=True, interpret=False)
     said = [ln for ln in err.splitlines() if "runs in ATen, not compiled" in ln]
     assert len(said) == 1 and said[0].startswith("W"), err[-3000:]
     assert "cpu_codegen is off" in said[0] and "TRITON_INTERPRET=1" in said[0]
     # no C++ compiler on the PATH (and CXX naming none): the same, with that reason
-    err = _run({"CXX": "", "PATH": str(tmp_path)}, cpu=True, interpret=False)
+    err = _run({"SOLDER_CPU_CODEGEN": "1", "CXX": "", "PATH": str(tmp_path)}, cpu=True,
+               interpret=False)
     said = [ln for ln in err.splitlines() if "runs in ATen, not compiled" in ln]
     assert len(said) == 1 and "no C++ compiler was found" in said[0], err[-3000:]
