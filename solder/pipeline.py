@@ -358,8 +358,8 @@ def _compile_native(gm, kind: str, config: Config, name: str, report: GraphRepor
 
 
 CPU_REASON = ("its tensors are on the CPU and cpu_codegen is off: the graph runs as Dynamo "
-              "captured it (Solder's Triton kernels run on a CPU only through Triton's "
-              "interpreter, TRITON_INTERPRET=1)")
+              "captured it (options={'cpu_codegen': True} compiles CPU graphs to C++; Solder's "
+              "Triton kernels run on a CPU only through Triton's interpreter, TRITON_INTERPRET=1)")
 NO_COMPILER_REASON = ("its tensors are on the CPU, but no C++ compiler was found for the native "
                       "CPU target (set CXX to one)")
 

@@ -61,7 +61,6 @@ class CaseResult:
             "spread_pct": spread_pct(self.backends.get(backend)),
         }
 
-
     def ratio(self, top: str, bottom: str) -> Optional[float]:
         """top's time over bottom's: with three or more rounds each, the median of the rounds'
         own ratios (the backends of one round run one after another, so a machine whose speed
