@@ -232,7 +232,7 @@ def verdict(eager, comp, ref=None, fixed=None, floor=None, jittered=None, other=
                          others.get(e.label))
         if found and found[0] == "value" and e.label in fixes:
             fix = fixes[e.label]
-            if _differs(fix, c, fix.ref, floor, getattr(fix, "noisy", None) or None) is None:
+            if _differs(fix, c, fix.ref, floor, fix.noisy or None) is None:
                 found = None
         if found:
             bad.append((e.label,) + found)

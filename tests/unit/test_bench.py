@@ -234,6 +234,17 @@ def test_backend_suffixes_ask_for_reduce_overhead_and_dynamic_sizes():
     assert split_backend("solder-native") == ("solder-native", False, False)
 
 
+def test_solders_cpu_paths_by_name():
+    # solder: the configured default (as captured); solder-native: C++; solder-aten: as
+    # captured, whatever the default
+    from solder.bench.runner import compile_for
+    from solder.config import resolve
+    reports = []
+    for name in ("solder", "solder-native", "solder-aten", "solder-native-dyn"):
+        compile_for(lambda x: x + 1, name, reports)
+    assert [r.config.cpu_codegen for r in reports] == [resolve({}).cpu_codegen, True, False, True]
+
+
 def test_a_dyn_backend_compiles_one_graph_for_every_size():
     from solder.bench.runner import compile_for
     reports = []
